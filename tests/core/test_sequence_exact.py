@@ -67,16 +67,17 @@ def recurring_bits(rng, lengths=(20, 12, 33, 7), repeats=5, flip=0.1):
 
 
 @pytest.mark.parametrize(
-    "capacity, min_segment, joint, depth",
-    [(1, 1, True, None), (2, 4, True, None), (3, 2, False, None), (3, 8, True, 9), (4, 1, False, 10)],
+    "capacity, min_segment, joint, depth, eviction",
+    [(1, 1, True, None, "fifo"), (2, 4, True, None, "fifo"), (3, 2, False, None, "fifo"), (3, 8, True, 9, "fifo"),
+     (4, 1, False, 10, "fifo"), (3, 2, True, None, "spacing"), (4, 1, False, 10, "spacing")],
 )
-def test_fmn_pool_updates_match_literal_reference(capacity, min_segment, joint, depth):
+def test_fmn_pool_updates_match_literal_reference(capacity, min_segment, joint, depth, eviction):
     rng = np.random.default_rng(capacity * 10 + min_segment)
     bits = recurring_bits(rng)
-    reference = ReferenceFMN(capacity, min_segment, joint, depth or 0)
+    reference = ReferenceFMN(capacity, min_segment, joint, depth or 0, eviction)
     want = np.array([reference.step(int(x)) for x in bits])
     fmn = FMN(depth=depth, pool_size=capacity, min_segment=min_segment, reservoir_size=len(bits),
-              joint_evidence=joint)
+              joint_evidence=joint, eviction=eviction)
     state, p1, _, evidence = fmn.run(bits)
     np.testing.assert_allclose(p1, want[:, 0], rtol=0, atol=1e-9)
     np.testing.assert_allclose(evidence, want[:, 1], rtol=0, atol=1e-9)

@@ -60,8 +60,20 @@ def test_decisions_refine_then_skip_then_add():
 
 def test_insertion_fills_free_entries_then_evicts_the_oldest():
     cfg = pool.PoolConfig(capacity=3)
-    assert int(pool.insertion_index(jnp.array([True, False, True]), jnp.array([5, 0, 1]), cfg)) == 1
-    assert int(pool.insertion_index(jnp.array([True, True, True]), jnp.array([5, 9, 2]), cfg)) == 2
+    assert int(pool.insertion_index(jnp.array([True, False, True]), jnp.array([5, 0, 1]), 10, cfg)) == 1
+    assert int(pool.insertion_index(jnp.array([True, True, True]), jnp.array([5, 9, 2]), 10, cfg)) == 2
+
+
+def test_spacing_eviction_drops_the_entry_with_the_closest_neighbours_and_keeps_the_oldest():
+    cfg = pool.PoolConfig(capacity=4, eviction="spacing")
+    full = jnp.ones(4, bool)
+    # sorted times 0, 48, 50, 90 and the new state at 100: removing 48 leaves 50 - 0, removing 50 leaves
+    # 90 - 48 = 42, removing 90 leaves 100 - 50
+    assert int(pool.insertion_index(full, jnp.array([90, 0, 48, 50]), 100, cfg)) == 3
+    assert int(pool.insertion_index(full, jnp.array([0, 30, 60, 95]), 100, cfg)) == 3  # newest: 100 - 60
+    assert int(pool.insertion_index(jnp.array([True, False, True, True]), jnp.array([0, 0, 1, 2]), 3, cfg)) == 1
+    oldest_kept = [int(pool.insertion_index(full, jnp.array([0, t, t + 1, t + 2]), t + 3, cfg)) for t in (1, 50)]
+    assert 0 not in oldest_kept
     with pytest.raises(ValueError, match="eviction"):
         pool.PoolConfig(eviction="lru").validate()
 

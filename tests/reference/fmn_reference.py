@@ -63,8 +63,9 @@ def _logsumexp(values):
 
 
 class ReferenceFMN:
-    def __init__(self, capacity, min_segment, joint=True, depth=0):
+    def __init__(self, capacity, min_segment, joint=True, depth=0, eviction="fifo"):
         self.k, self.min_segment, self.joint, self.depth = capacity, min_segment, joint, depth
+        self.eviction = eviction
         self.pool = [None] * capacity
         self.t = 0
         self.nodes = [self._new_node(1) for _ in range(depth + 1)]
@@ -108,8 +109,13 @@ class ReferenceFMN:
         lineage = (parent.lineage if current else []) + node.segment
         if None in self.pool:
             target = self.pool.index(None)
-        else:
+        elif self.eviction == "fifo":
             target = min(range(self.k), key=lambda i: (self.pool[i].time, i))
+        else:  # spacing: drop the entry whose neighbours in time (the new state at t) are closest
+            order = sorted(range(self.k), key=lambda i: (self.pool[i].time, i))
+            times = [self.pool[i].time for i in order] + [t]
+            gaps = [(times[j + 1] - times[j - 1], j) for j in range(1, self.k)]
+            target = order[min(gaps)[1]] if gaps else order[0]
         old = self.pool[target]
         self.pool[target] = Entry(member.counts, t, (old.version if old else 0) + 1, lineage)
 

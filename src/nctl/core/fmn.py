@@ -142,7 +142,7 @@ def update_pool(state: FMNState, level, t, base: BaseModel, cfg: pool_rules.Pool
     )
     merged = jax.tree.map(lambda a, b: jnp.concatenate([a, b])[positions], lineage, segment)
 
-    target = jnp.where(action == pool_rules.REFINE, parent_index, pool_rules.insertion_index(pool.valid, pool.time, cfg))
+    target = jnp.where(action == pool_rules.REFINE, parent_index, pool_rules.insertion_index(pool.valid, pool.time, t, cfg))
     write = action != pool_rules.SKIP
     put = lambda old, new: old.at[target].set(jnp.where(write, new, old[target]))
     pool = Pool(

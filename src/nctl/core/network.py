@@ -557,7 +557,7 @@ def _close_layer(layer: LayerState, index, net, positive, sched, slot, t, segmen
         jnp.moveaxis(logp_pool, 0, 2), layer.pool_valid)
     e1 = jnp.sum(jnp.where(jnp.arange(pcfg.reservoir_size)[:, None] < segment_n, logp_winner, 0.0), axis=0)
     action = pool_rules.decide(stored, parent_current, gain, e0, e1, jnp.any(layer.pool_valid, axis=0), pcfg)
-    insert = jax.vmap(lambda valid, time: pool_rules.insertion_index(valid, time, pcfg), in_axes=(1, 1))
+    insert = jax.vmap(lambda valid, time: pool_rules.insertion_index(valid, time, t, pcfg), in_axes=(1, 1))
     target = jnp.where(action == pool_rules.REFINE, parent, insert(layer.pool_valid, layer.pool_time))
     write = action != pool_rules.SKIP
 

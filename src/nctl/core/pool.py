@@ -12,7 +12,7 @@ import numpy as np
 from jax.nn import logsumexp
 
 REFINE, SKIP, ADD = 0, 1, 2
-EVICTION_POLICIES = ("fifo",)
+EVICTION_POLICIES = ("fifo", "spacing")
 
 
 class PoolConfig(NamedTuple):
@@ -22,7 +22,7 @@ class PoolConfig(NamedTuple):
     refine_threshold: float = 0.0  # alpha: refine when the winner beats its parent by more
     skip_threshold: float = 0.0  # beta: skip when H0 beats H1 by more
     joint_evidence: bool = True  # H0 evidence: joint marginal likelihood (True) or per-example mixture
-    eviction: str = "fifo"  # which entry a full pool gives up
+    eviction: str = "fifo"  # which entry a full pool gives up: "fifo" or "spacing"
 
     def validate(self) -> "PoolConfig":
         if self.capacity < 0 or self.min_segment < 1 or self.reservoir_size < 1:
@@ -80,12 +80,22 @@ def decide(winner_stored, parent_current, refine_gain, e0, e1, pool_nonempty, cf
     return jnp.where(refine, REFINE, jnp.where(skip, SKIP, ADD)).astype(jnp.int32)
 
 
-def insertion_index(pool_valid, pool_time, cfg: PoolConfig):
+def insertion_index(pool_valid, pool_time, now, cfg: PoolConfig):
     """Where an added state goes: the first free entry, else the eviction policy's victim.
 
-    fifo: the entry written longest ago (ALGORITHMS.md 4.4). pool_valid, pool_time: [k].
+    fifo: the entry written longest ago (ALGORITHMS.md 4.4).
+    spacing: keep the write times spread over the whole past. With the new state counted at ``now``,
+    evict the entry ``i`` whose removal leaves the smallest gap ``t_next(i) - t_prev(i)``; the oldest
+    entry is never evicted. Task-free: it reads only write times. pool_valid, pool_time: [k].
     """
     free = jnp.argmin(pool_valid)
-    victim = jnp.argmin(pool_time)
+    if cfg.eviction == "fifo":
+        victim = jnp.argmin(pool_time)
+    else:
+        order = jnp.argsort(pool_time, stable=True)
+        times = pool_time[order]
+        after = jnp.append(times[1:], now)
+        before = jnp.concatenate([times[:1], times[:-1]])
+        gap = jnp.where(jnp.arange(times.shape[0]) == 0, jnp.iinfo(jnp.int32).max, after - before)
+        victim = order[jnp.argmin(gap)]
     return jnp.where(jnp.all(pool_valid), victim, free).astype(jnp.int32)
-
