@@ -16,6 +16,11 @@ from typing import Any, Mapping
 MNIST_NETWORK = MappingProxyType({"layer_sizes": (50, 25, 1), "context_bits": 4, "learning_rate": 1e-3})
 PERMUTED_NETWORK = MappingProxyType({"layer_sizes": (10, 5, 1), "context_bits": 6, "learning_rate": 1e-3})
 ELEC2_NETWORK = MappingProxyType({"layer_sizes": (50, 25, 1), "context_bits": 4, "learning_rate": 0.1})
+# Pool settings chosen by the eviction ablation of docs/RESULTS.md: FIFO loses the early tasks of a long
+# stream; "spacing" eviction keeps remembered states spread over the whole past (task-free). Long tasks
+# (thousands of examples) also gain from a larger L_min, which keeps the pool from churning within a task.
+LONG_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 256})
+SHORT_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 32})
 TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE = (
     "task-matrix", "free-split-backward", "free-split-forward", "free-split-oracles", "prequential", "substrate")
 
@@ -101,39 +106,42 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "split-mnist", TASK_MATRIX, "Domain-incremental Split MNIST, one online pass (paper Table 1)",
             stream="split_mnist", learners=("nctl", "gln"), seeds=10, anchors=SPLIT_ANCHORS,
+            nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
             "split-fashion-mnist", TASK_MATRIX,
             "Split Fashion-MNIST, every task evaluated every 500 examples (paper Figure 4)",
             stream="split_fashion_mnist", learners=("nctl", "gln", "ewc", "online-ewc"), seeds=3,
-            eval_every=500, max_test=500,
+            eval_every=500, max_test=500, nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
             "permuted-mnist", TASK_MATRIX, "Permuted MNIST, 10 tasks x 60,000 examples (paper Table 1)",
             stream="permuted_mnist", learners=("nctl",), network=dict(PERMUTED_NETWORK), seeds=1,
-            max_test=1000, anchors=PERMUTED_ANCHORS,
+            max_test=1000, anchors=PERMUTED_ANCHORS, nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
             "permuted-mnist-reduced", TASK_MATRIX,
             "Permuted MNIST, 10 tasks x 1,000 examples: a reduced variant, not the paper's protocol",
             stream="permuted_mnist", learners=("nctl", "gln"), network=dict(PERMUTED_NETWORK), seeds=10,
-            stream_args={"examples_per_task": 1000}, max_test=1000,
+            stream_args={"examples_per_task": 1000}, max_test=1000, nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
             "free-split-backward", BACKWARD,
             "Free Split MNIST backward transfer: task A, N distractors, A again (paper Figure 2)",
             stream="free_split_backward", learners=("nctl",), seeds=100, conditions=(0, 5, 10, 15), window=100,
+            nctl=dict(SHORT_TASK_POOL),
         ),
         Experiment(
             "free-split-forward", FORWARD,
             "Free Split MNIST forward transfer: N source tasks, then a held-out target (paper Figure 3)",
             stream="free_split_forward", learners=("nctl",), seeds=100, conditions=(0, 1, 2, 4, 8, 16), window=100,
+            nctl=dict(SHORT_TASK_POOL),
         ),
         Experiment(
             "free-split-oracles", ORACLES,
             "Free Split MNIST: NCTL vs GLN oracles told boundaries (1) and task identities (2) (paper Figure 5)",
             stream="free_split_mnist", learners=("nctl", "oracle-1", "oracle-2", "gln"), seeds=100,
-            stream_args={"n_steps": 4000}, curve_points=200,
+            stream_args={"n_steps": 4000}, curve_points=200, nctl=dict(SHORT_TASK_POOL),
         ),
         Experiment(
             "elec2-5", PREQUENTIAL, "Electricity, the paper's 5 features, test-then-train (paper Figure 7)",

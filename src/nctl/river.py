@@ -1,0 +1,183 @@
+"""river classifiers backed by the nctl learners: ``NCTLClassifier`` and ``GLNClassifier``.
+
+They take river's feature dicts and labels, so they fit in ``river.evaluate.progressive_val_score``
+and in pipelines (``StandardScaler() | NCTLClassifier()``). This module needs river (the ``full``
+extra); ``import nctl`` does not load it, import it as ``nctl.river``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from river import base
+
+from nctl.learners import GLN, NCTL
+
+BINARY_LABELS = (False, True)
+
+
+class _Classifier(base.Classifier):
+    """A river classifier around an nctl learner (``_learner_class``, built from the parameters).
+
+    Features: the first dict learned fixes them (its keys, sorted by name); later dicts fill a
+    missing feature with 0.0 and any key not in that first dict is ignored. Values must be finite
+    numbers. Labels: binary learners take bools or 0/1, and predict with the kind of the first label
+    learned; with ``n_classes = K > 2`` the first K distinct labels (any hashable) are the classes.
+    """
+
+    _learner_class: type
+
+    def _start(self) -> None:
+        """A fresh learner; no features or labels known yet."""
+        self._learner = self._learner_class(**self._get_params())
+        self._features: list | None = None  # feature names in vector order
+        self._labels: list = []  # class index -> label; binary: [False, True] or [0, 1]
+
+    @property
+    def _multiclass(self) -> bool:
+        return self.n_classes > 2
+
+    def _feature_names(self, x: dict) -> list:
+        return self._features if self._features is not None else sorted(x, key=str)
+
+    def _vector(self, x: dict, names: list) -> np.ndarray:
+        values = []
+        for name in names:
+            value = x.get(name, 0.0)
+            if not isinstance(value, numbers.Real):
+                raise ValueError(f"feature {name!r} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"feature {name!r} is {value}; features must be finite")
+            values.append(float(value))
+        return np.array(values, np.float32)
+
+    def _class_index(self, y) -> int:
+        if self._multiclass:
+            if y not in self._labels:
+                if len(self._labels) == self.n_classes:
+                    raise ValueError(f"label {y!r} would be class {self.n_classes + 1}, but n_classes is "
+                                     f"{self.n_classes} (classes seen: {self._labels})")
+                self._labels.append(y)
+            return self._labels.index(y)
+        is_bool = isinstance(y, (bool, np.bool_))
+        if not (is_bool or (isinstance(y, numbers.Integral) and y in (0, 1))):
+            raise ValueError(f"binary labels must be bool or 0/1, got {y!r}; "
+                             "for other labels or more than two classes, set n_classes")
+        if not self._labels:
+            self._labels = list(BINARY_LABELS) if is_bool else [0, 1]
+        return int(y)
+
+    def learn_one(self, x: dict, y) -> None:
+        names = self._feature_names(x)
+        if not names:
+            raise ValueError("x has no features: the first example learned fixes the features")
+        vector = self._vector(x, names)
+        index = self._class_index(y)
+        self._features = names
+        self._learner.learn_one(vector, index)
+
+    def predict_proba_one(self, x: dict) -> dict:
+        """``{label: probability}``. Before any learning it is uniform over the known labels:
+        ``{False: 0.5, True: 0.5}`` when binary, ``{}`` when multiclass (no label known yet).
+        Multiclass: over the labels seen so far, renormalised."""
+        vector = self._vector(x, self._feature_names(x))
+        if self._learner.t_ == 0:
+            return {} if self._multiclass else dict.fromkeys(BINARY_LABELS, 0.5)
+        proba = self._learner.predict_proba_one(vector)
+        if not self._multiclass:
+            return {self._labels[0]: 1.0 - proba, self._labels[1]: proba}
+        known = proba[:len(self._labels)] / proba[:len(self._labels)].sum()
+        return {label: float(p) for label, p in zip(self._labels, known)}
+
+
+class NCTLClassifier(_Classifier):
+    """NCTL (``nctl.NCTL``) as a river classifier; the parameters and defaults are the learner's.
+
+    With ``depth=None`` the tree grows with the stream, so the stream may have any length (each
+    growth, near steps 32, 512, 8192, ..., costs one recompilation); for a stream of known length
+    ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start. Tabular streams learn much faster
+    with ``learning_rate=0.1`` than with the default 1e-3 (first 2,000 Elec2 rows: 91% accuracy
+    against 76%).
+
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from nctl.river import NCTLClassifier
+    >>> model = preprocessing.StandardScaler() | NCTLClassifier(learning_rate=0.1)
+    >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
+    """
+
+    _learner_class = NCTL
+
+    def __init__(
+        self,
+        layer_sizes: tuple = NCTL.layer_sizes,
+        context_bits: int = NCTL.context_bits,
+        learning_rate: float = NCTL.learning_rate,
+        pool_size: int = NCTL.pool_size,
+        depth: int | None = NCTL.depth,
+        min_segment: int = NCTL.min_segment,
+        reservoir_size: int = NCTL.reservoir_size,
+        refine_threshold: float = NCTL.refine_threshold,
+        skip_threshold: float = NCTL.skip_threshold,
+        joint_evidence: bool = NCTL.joint_evidence,
+        eviction: str = NCTL.eviction,
+        split_prob: float = NCTL.split_prob,
+        n_classes: int = NCTL.n_classes,
+        weight_init: str = NCTL.weight_init,
+        prob_eps: float = NCTL.prob_eps,
+        max_weight: float = NCTL.max_weight,
+        seed: int = NCTL.seed,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.pool_size = pool_size
+        self.depth = depth
+        self.min_segment = min_segment
+        self.reservoir_size = reservoir_size
+        self.refine_threshold = refine_threshold
+        self.skip_threshold = skip_threshold
+        self.joint_evidence = joint_evidence
+        self.eviction = eviction
+        self.split_prob = split_prob
+        self.n_classes = n_classes
+        self.weight_init = weight_init
+        self.prob_eps = prob_eps
+        self.max_weight = max_weight
+        self.seed = seed
+        self._start()
+
+
+class GLNClassifier(_Classifier):
+    """A Gated Linear Network (``nctl.GLN``) as a river classifier; the parameters and defaults are
+    the learner's.
+
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from nctl.river import GLNClassifier
+    >>> model = preprocessing.StandardScaler() | GLNClassifier(learning_rate=0.1)
+    >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
+    """
+
+    _learner_class = GLN
+
+    def __init__(
+        self,
+        layer_sizes: tuple = GLN.layer_sizes,
+        context_bits: int = GLN.context_bits,
+        learning_rate: float = GLN.learning_rate,
+        n_classes: int = GLN.n_classes,
+        weight_init: str = GLN.weight_init,
+        prob_eps: float = GLN.prob_eps,
+        max_weight: float = GLN.max_weight,
+        seed: int = GLN.seed,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.n_classes = n_classes
+        self.weight_init = weight_init
+        self.prob_eps = prob_eps
+        self.max_weight = max_weight
+        self.seed = seed
+        self._start()
