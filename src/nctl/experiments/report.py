@@ -93,7 +93,9 @@ def markdown(results_list: Iterable[dict]) -> str:
                                             "seeds", "anchor")) + " |")
         for metric, table in results["config"].get("anchors", {}).items():
             listed = ", ".join(f"{k} {v}" for k, v in table.items())
-            anchors.append(f"- {results['experiment']} {metric}: {listed}")
+            line = f"- {results['experiment']} {metric}: {listed}"
+            if line not in anchors:
+                anchors.append(line)
     if anchors:
         lines += ["", "Anchors (PROTOCOLS.md; accuracies in %):", *anchors]
     return "\n".join(lines) + "\n"
