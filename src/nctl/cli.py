@@ -5,6 +5,9 @@
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
+    nctl saliency transition | nctl saliency pseudo-tasks
+    nctl boundaries
+    nctl pool-history
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, report
+from nctl.inspect import cli as inspect_cli
 
 DEFAULT_OUT = "results"
 
@@ -98,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=cmd_plot)
 
     data_cli.add_parser(sub)
+    inspect_cli.add_parsers(sub)
     return parser
 
 

@@ -29,8 +29,9 @@ import numpy as np
 
 from nctl.core import gln, mixing, network, tree
 from nctl.core.pool import PoolConfig
+from nctl.inspect import boundaries
 
-SAVE_FORMAT = 1  # version of the save file layout
+SAVE_FORMAT = 2  # version of the save file layout (2: NCTL pool provenance, pool_born and pool_events)
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -95,6 +96,11 @@ class _OnlineLearner:
 
     def learn_many(self, X, y) -> np.ndarray:
         """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction."""
+        X, y = self._checked_batch(X, y)
+        return self._outputs(self._learn(X, y))
+
+    def _checked_batch(self, X, y):
+        """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first batch."""
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
@@ -102,8 +108,7 @@ class _OnlineLearner:
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
         self._ensure_state(X.shape[1])
-        probs = self._learn(X, y)
-        return self._outputs(probs)
+        return X, y
 
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
@@ -260,6 +265,8 @@ def _nctl_chunk(state, Z, Y, n, cfg):
     return network.run_chunk(state, Z, Y, n, cfg)
 
 
+_nctl_chunk_traced = jax.jit(boundaries.run_chunk_traced, static_argnums=(4,), donate_argnums=(0,))
+_nctl_segments = jax.jit(boundaries.segment_posterior, static_argnums=(1,))
 _nctl_prepare = jax.jit(network.prepare, static_argnums=(1,), donate_argnums=(0,))
 _nctl_reserve = jax.jit(network.reserve, static_argnums=(1,), donate_argnums=(0,))
 
@@ -349,6 +356,11 @@ class NCTL(_OnlineLearner):
         self.prepared_ = True
 
     def _learn(self, X, y):
+        return self._run_chunks(X, y, _nctl_chunk)
+
+    def _run_chunks(self, X, y, run):
+        """Learn the rows in chunks ending at multiples of ``P`` with ``run(state, Z, Y, n, cfg) -> (state,
+        outputs)``; returns the outputs (arrays with a leading ``P`` axis) of the ``n`` rows, concatenated."""
         P = self.cfg_.chunk
         self._ensure_capacity(X.shape[0])
         out, a = [], 0
@@ -358,12 +370,33 @@ class NCTL(_OnlineLearner):
             Z = np.zeros((P, X.shape[1]), np.float32)
             Y = np.zeros(P, np.int32)
             Z[:n], Y[:n] = X[a:a + n], y[a:a + n]
-            self.state_, p = _nctl_chunk(self.state_, Z, Y, n, self.cfg_)
-            out.append(np.asarray(p[:n]))
+            self.state_, outputs = run(self.state_, Z, Y, n, self.cfg_)
+            out.append(jax.tree.map(lambda o: np.asarray(o[:n]), outputs))
             self.t_ += n
             self.prepared_ = False
             a += n
-        return np.concatenate(out)
+        return jax.tree.map(lambda *parts: np.concatenate(parts), *out)
+
+    # -- inside the network: task boundaries (nctl.inspect.boundaries)
+
+    def learn_many_traced(self, X, y) -> tuple[np.ndarray, boundaries.SegmentTrace]:
+        """``learn_many`` (same predictions, same learner afterwards) that also returns every layer's
+        posterior over the start of its current segment after every step: a ``SegmentTrace`` with
+        ``map_start(layer)`` and ``change_probability(window, layer)`` (``nctl.inspect.boundaries``)."""
+        X, y = self._checked_batch(X, y)
+        first = self.t_ + 1
+        probs, start, mass = self._run_chunks(X, y, _nctl_chunk_traced)
+        return self._outputs(probs), boundaries.SegmentTrace(first + np.arange(X.shape[0]), start, mass)
+
+    def segment_posterior(self, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(start [s], mass [s])``: posterior over the first step (1-based) of the segment holding the
+        last learned step, one entry per distinct start, oldest first; mean over the neurons of
+        ``layer`` (0: the first layer, -1: the output neuron)."""
+        if self.state_ is None:
+            raise ValueError("the learner has not seen any example yet")
+        start, mass = _nctl_segments(self.state_, self.cfg_)
+        live = int(self.state_.schedule.size)
+        return np.asarray(start)[:live], np.asarray(mass)[layer, :live]
 
     def _predict(self, X):
         self._ensure_capacity(1)

@@ -82,6 +82,11 @@ class LayerState(NamedTuple):
     lineage: jax.Array  # [k, N, R] int32: arena ids of the examples the entry's lineage saw
     lineage_n: jax.Array  # [k, N] int32
     lineage_seen: jax.Array  # [k, N] int32
+    pool_born: jax.Array  # [k, N] int32: step before which the entry's lineage was first added (REFINE keeps it)
+    pool_events: jax.Array  # [N, 4] int32: pool updates so far, counted per POOL_EVENTS
+
+
+POOL_EVENTS = ("refine", "skip", "add", "evict")  # columns of pool_events; an eviction is an add into a full pool
 
 
 class ClassNet(NamedTuple):
@@ -143,6 +148,8 @@ def _init_net(cfg: NetConfig, key, capacity: int, arena_rows: int) -> ClassNet:
             lineage=jnp.full((k, n, size), -1, jnp.int32),
             lineage_n=zeros_kn,
             lineage_seen=zeros_kn,
+            pool_born=zeros_kn,
+            pool_events=jnp.zeros((n, len(POOL_EVENTS)), jnp.int32),
         ))
     return ClassNet(
         layers=tuple(layers),
@@ -343,14 +350,22 @@ def stamp_shape(layer: LayerState):
     return (layer.stamp.shape[0], layer.stamp.shape[1])
 
 
+def member_posterior(layer: LayerState):
+    """``alpha_{s,m} = softmax_m(log lambda_m + L_m)`` of every slot and neuron. -> [S, M, N]."""
+    return softmax(layer.logprior + layer.loglik, axis=1)
+
+
+def level_posterior(layer: LayerState, sched: Schedule, prior: tree.TreePrior):
+    """``pi_j = softmax_j(Lambda_j + R_{canon(j)})``: posterior that the current step lies in the node of
+    level ``j`` (ALGORITHMS.md 3.3); levels beyond the depth get 0. -> [levels, N]."""
+    lam = jax.vmap(tree.level_log_prior, in_axes=(1, None, None), out_axes=1)(layer.log_b, sched.depth, prior)
+    return softmax(lam + _slot_log_evidence(layer)[canonical_slots(sched)], axis=0)
+
+
 def _mixture(layer: LayerState, sched: Schedule, q, prior: tree.TreePrior):
     """Neuron outputs ``p = sum_j pi_j sum_m alpha_{j,m} q_{j,m}`` [N] from member predictions q [S, M, N]."""
-    member_logits = layer.logprior + layer.loglik
-    nu = jnp.sum(softmax(member_logits, axis=1) * q, axis=1)  # [S, N]
-    canon = canonical_slots(sched)
-    lam = jax.vmap(tree.level_log_prior, in_axes=(1, None, None), out_axes=1)(layer.log_b, sched.depth, prior)
-    pi = softmax(lam + logsumexp(member_logits, axis=1)[canon], axis=0)  # [levels, N]
-    return jnp.sum(pi * nu[canon], axis=0)
+    nu = jnp.sum(member_posterior(layer) * q, axis=1)  # [S, N]
+    return jnp.sum(level_posterior(layer, sched, prior) * nu[canonical_slots(sched)], axis=0)
 
 
 def _forward(net: ClassNet, sched: Schedule, z, x, cfg: NetConfig, learn: bool):
@@ -560,6 +575,9 @@ def _close_layer(layer: LayerState, index, net, positive, sched, slot, t, segmen
     insert = jax.vmap(lambda valid, time: pool_rules.insertion_index(valid, time, t, pcfg), in_axes=(1, 1))
     target = jnp.where(action == pool_rules.REFINE, parent, insert(layer.pool_valid, layer.pool_time))
     write = action != pool_rules.SKIP
+    added = action == pool_rules.ADD
+    events = jnp.stack([action == pool_rules.REFINE, action == pool_rules.SKIP, added,
+                        added & jnp.all(layer.pool_valid, axis=0)], axis=1)
 
     # 4. the new entry's lineage: its parent's (if still current) merged with the segment's
     positions, merged_n, merged_seen = jax.vmap(
@@ -579,21 +597,32 @@ def _close_layer(layer: LayerState, index, net, positive, sched, slot, t, segmen
         lineage=layer.lineage.at[target, neurons].set(keep(merged, layer.lineage[target, neurons])),
         lineage_n=layer.lineage_n.at[target, neurons].set(keep(merged_n, layer.lineage_n[target, neurons])),
         lineage_seen=layer.lineage_seen.at[target, neurons].set(keep(merged_seen, layer.lineage_seen[target, neurons])),
+        pool_born=layer.pool_born.at[target, neurons].set(jnp.where(added, t, layer.pool_born[target, neurons])),
+        pool_events=layer.pool_events + events.astype(jnp.int32),
     )
 
 
 def _winner_rows(layer: LayerState, slot, start, winner, init_value):
-    """Full weight matrix [N, C, K] of each neuron's member ``winner`` [N] in ``slot``: rows used in
-    the segment from the slot, the others from their source (pool entry or initial value)."""
+    """Full weight matrix [N, C, K] of each neuron's member ``winner`` [N] in ``slot`` (one slot, or one
+    per neuron [N] with its ``start`` [N]): rows used in the segment from the slot, the others from
+    their source (pool entry or initial value)."""
     neurons = jnp.arange(layer.slot_w.shape[1])
     k = layer.pool_w.shape[2]
-    parent = jnp.minimum(winner, k - 1)
     rows = layer.slot_w[slot, neurons, :, winner]
+    stale = (layer.stamp[slot, neurons] != jnp.asarray(start)[..., None])[:, :, None]
+    if not k:  # no pool: the fresh member is the only one
+        return jnp.where(stale, jnp.full_like(rows, init_value), rows)
+    parent = jnp.minimum(winner, k - 1)
     from_pool = (winner < k) & (layer.src_version[slot, parent, neurons] == layer.pool_version[parent, neurons])
-    stale = (layer.stamp[slot] != start)[:, :, None]
     source = jnp.where(from_pool[:, None, None], layer.pool_w[neurons, :, parent], rows)
     source = jnp.where((winner == k)[:, None, None], jnp.full_like(rows, init_value), source)
     return jnp.where(stale, source, rows)
+
+
+def member_weights(layer: LayerState, sched: Schedule, slot, member, cfg: NetConfig):
+    """Full weight matrix [N, C, K] of member ``member`` [N] (``k``: the fresh one) of slot ``slot``
+    ([N] or one for all) for every neuron, as the member would predict with it now."""
+    return _winner_rows(layer, slot, sched.start[slot], member, _init_row(cfg, layer.slot_w.shape[-1]))
 
 
 def _materialise(layer: LayerState, sched: Schedule, target, write) -> LayerState:
