@@ -21,6 +21,7 @@ TINY = {
     "elec2-5": {"max_steps": "250"},
     "elec2-8": {"max_steps": "250", "learners": '["nctl", "no-change", "river:alma"]'},
     "mnist-gln": {"max_steps": "300"},
+    "mnist-gln-deskewed": {"max_steps": "300", "network.context_bits": "2"},
 }
 
 

@@ -86,6 +86,7 @@ PERMUTED_ANCHORS = {
     "acc": {"NCTL (paper)": 95.27, "EWC": 91.04, "Online EWC": 92.51, "SI": 93.94, "MAS": 94.08,
             "GEM (replay)": 96.19, "RtF (replay)": 97.06, "Offline upper bound": 97.90}
 }
+SUBSTRATE_ANCHORS = {"test_accuracy": {"pygln": 96.1, "DeepMind GLN example": 95.0, "GLN paper": 98.0}}
 ELEC2_ANCHORS = {
     "accuracy": {"NCTL (paper, 5 features)": 86.37, "No-change": 85.3, "DWM-NB (8 features)": 80.75,
                  "river ALMA (8)": 90.64, "river Leveraging Bagging (8)": 89.27,
@@ -161,7 +162,14 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "mnist-gln", SUBSTRATE, "GLN alone on MNIST, 10 classes one-vs-all, one pass (substrate check)",
             stream="mnist_classes", learners=("gln",), seeds=3,
-            anchors={"test_accuracy": {"pygln": 96.1, "DeepMind GLN example": 95.0, "GLN paper": 98.0}},
+            anchors=SUBSTRATE_ANCHORS,
+        ),
+        Experiment(
+            "mnist-gln-deskewed", SUBSTRATE,
+            "GLN alone on deskewed MNIST (the anchors' preprocessing), z clipped to +-3, 2^8 contexts, lr 0.003",
+            stream="mnist_classes", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln",), seeds=3,
+            network={"layer_sizes": (50, 25, 1), "context_bits": 8, "learning_rate": 0.003},
+            anchors=SUBSTRATE_ANCHORS,
         ),
     ]
 }

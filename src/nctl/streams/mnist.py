@@ -10,17 +10,30 @@ from nctl.streams._images import N_PIXELS, load_image_data
 from nctl.streams.base import Task, TaskStream
 
 
-def mnist_classes(data_dir: str | os.PathLike | None = None, seed: int = 0) -> TaskStream:
-    """One pass over the 60,000 training images in a seeded random order; labels are the digits."""
-    data = load_image_data("mnist", data_dir)
+def mnist_classes(
+    data_dir: str | os.PathLike | None = None, seed: int = 0, deskewed: bool = False, z_clip: float | None = None
+) -> TaskStream:
+    """One pass over the 60,000 training images in a seeded random order; labels are the digits.
+
+    ``deskewed=True`` deskews both splits first (``nctl.streams.deskew``), as the pygln and DeepMind
+    GLN examples behind the substrate anchors do. ``z_clip``: standardised pixels are clipped to
+    ``[-z_clip, z_clip]``, so a rarely inked pixel (tiny std, huge z) cannot dominate the gating.
+    """
+    if z_clip is not None and not z_clip > 0:
+        raise ValueError(f"z_clip must be None or positive, got {z_clip}")
+    data = load_image_data("mnist", data_dir, deskewed)
+
+    def features(images: np.ndarray) -> np.ndarray:
+        z = data.standardise(images)
+        return z if z_clip is None else np.clip(z, -z_clip, z_clip)
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.asarray(idx)
-        return data.standardise(data.train_x[idx]), data.train_y[idx].astype(np.int64)
+        return features(data.train_x[idx]), data.train_y[idx].astype(np.int64)
 
     def test_set() -> tuple[np.ndarray, np.ndarray]:
-        return data.standardise(data.test_x), data.test_y.astype(np.int64)
+        return features(data.test_x), data.test_y.astype(np.int64)
 
     task = Task("digits", len(data.train_y), rows, test_set)
     order = np.random.default_rng(seed).permutation(len(data.train_y)).astype(np.int64)
-    return TaskStream("mnist", (task,), np.zeros(len(order), np.int32), order, N_PIXELS, n_classes=10)
+    return TaskStream("mnist-deskewed" if deskewed else "mnist", (task,), np.zeros(len(order), np.int32), order, N_PIXELS, n_classes=10)
