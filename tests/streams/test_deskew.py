@@ -33,6 +33,10 @@ def test_an_upright_centred_image_is_unchanged():
     np.testing.assert_array_equal(deskew(image[None])[0], image)
 
 
+def test_a_blank_image_stays_blank():
+    np.testing.assert_array_equal(deskew(np.zeros((1, 28, 28), np.uint8)), 0)
+
+
 def test_each_image_is_deskewed_on_its_own():
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)

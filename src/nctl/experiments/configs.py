@@ -168,7 +168,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "mnist-gln-deskewed", SUBSTRATE,
             "GLN alone on deskewed MNIST (the anchors' preprocessing), z clipped to +-3, 2^8 contexts, lr 0.003",
             stream="mnist_classes", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln",), seeds=3,
-            network={"layer_sizes": (50, 25, 1), "context_bits": 8, "learning_rate": 0.003},
+            network={**MNIST_NETWORK, "context_bits": 8, "learning_rate": 0.003},
             anchors=SUBSTRATE_ANCHORS,
         ),
     ]

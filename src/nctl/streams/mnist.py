@@ -36,4 +36,5 @@ def mnist_classes(
 
     task = Task("digits", len(data.train_y), rows, test_set)
     order = np.random.default_rng(seed).permutation(len(data.train_y)).astype(np.int64)
-    return TaskStream("mnist-deskewed" if deskewed else "mnist", (task,), np.zeros(len(order), np.int32), order, N_PIXELS, n_classes=10)
+    name = "mnist-deskewed" if deskewed else "mnist"
+    return TaskStream(name, (task,), np.zeros(len(order), np.int32), order, N_PIXELS, n_classes=10)
