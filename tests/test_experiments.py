@@ -84,3 +84,17 @@ def test_cli_list_run_report(tmp_path, capsys):
 def test_unknown_experiment_is_a_clear_error():
     with pytest.raises(ValueError, match="nctl list"):
         configs.get("split-cifar")
+
+
+def test_transfer_rows_summarise_each_sequence_early_loss():
+    curves = [[1.0] * 10 + [0.0] * 10, [0.5] * 20, [0.3] * 20]  # three sequences, window 20
+    seeds = [{"seed": s, "conditions": {"4": {"learners": {"nctl": {"target_log_loss": c}}}}}
+             for s, c in enumerate(curves)]
+    results = {"experiment": "free-split-forward", "kind": configs.FORWARD, "n_seeds": 3, "config": {},
+               "seeds": seeds, "summary": summarise(seeds)}
+    table = {row["metric"]: row for row in report.rows(results)}
+    assert set(table) == {"log_loss_first_10", "log_loss_first_20"}
+    first_10, first_20 = table["log_loss_first_10"], table["log_loss_first_20"]
+    assert first_10["variant"] == "4 sources" and first_10["mean"] == "0.6000"
+    assert first_20["mean"] == f"{np.mean([0.5, 0.5, 0.3]):.4f}"
+    assert first_10["std"] == f"{np.std([1.0, 0.5, 0.3], ddof=1):.4f}" and first_10["ci95"].startswith("[")

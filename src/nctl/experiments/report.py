@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
+from nctl.evaluate import summarize_seeds
 from nctl.experiments import configs
 
 PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "accuracy", "test_accuracy", "recurring_accuracy"}
@@ -71,14 +74,23 @@ def rows(results: dict) -> list[dict[str, Any]]:
         for condition, entry in summary.get("conditions", {}).items():
             label = "distractors" if kind == configs.BACKWARD else "sources"
             for learner, curves in entry["learners"].items():
-                curve = curves["target_log_loss"]
-                for first in sorted({n for n in (10, 30) if n < len(curve["mean"])} | {len(curve["mean"])}):
-                    mean = sum(curve["mean"][:first]) / first
-                    out.append({"experiment": results["experiment"], "learner": LEARNER_NAMES.get(learner, learner),
-                                "variant": f"{condition} {label}", "metric": f"log_loss_first_{first}",
-                                "mean": f"{mean:.4f}", "std": "-", "ci95": "-", "seeds": results["n_seeds"],
-                                "anchor": "-"})
+                window = len(curves["target_log_loss"]["mean"])
+                for first in sorted({n for n in (10, 30) if n < window} | {window}):
+                    add(learner, f"{condition} {label}", f"log_loss_first_{first}",
+                        _early_loss(results["seeds"], condition, learner, first))
     return out
+
+
+def _early_loss(seed_results: list[dict], condition: str, learner: str, first: int) -> dict | None:
+    """Per sequence, the mean target log-loss over its first ``first`` steps, (1/first) sum_{t<first} l_t;
+    then mean, std and 95% CI of that number over sequences."""
+    values = [np.mean(curve[:first]) for seed in seed_results
+              if len(curve := seed["conditions"][condition]["learners"][learner]["target_log_loss"]) >= first]
+    if not values:
+        return None
+    stats = summarize_seeds(np.asarray(values))
+    return {"mean": float(stats.mean), "std": float(stats.std), "ci_low": float(stats.low),
+            "ci_high": float(stats.high), "n": len(values)}
 
 
 def markdown(results_list: Iterable[dict]) -> str:
