@@ -7,7 +7,7 @@ import pytest
 
 from nctl import cli
 from nctl.experiments import configs, report
-from nctl.experiments.run import run, summarise
+from nctl.experiments.run import _write_json, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
@@ -98,3 +98,22 @@ def test_transfer_rows_summarise_each_sequence_early_loss():
     assert first_10["variant"] == "4 sources" and first_10["mean"] == "0.6000"
     assert first_20["mean"] == f"{np.mean([0.5, 0.5, 0.3]):.4f}"
     assert first_10["std"] == f"{np.std([1.0, 0.5, 0.3], ddof=1):.4f}" and first_10["ci95"].startswith("[")
+
+
+def test_oracle_rows_give_each_rivals_paired_gap_to_nctl():
+    losses = [(0.2, 0.5), (0.3, 0.4), (0.25, 0.45)]  # (NCTL, oracle) per sequence
+    seeds = [{"seed": s, "learners": {"nctl": {"log_loss": a}, "oracle-2": {"log_loss": b}}}
+             for s, (a, b) in enumerate(losses)]
+    results = {"experiment": "free-split-oracles", "kind": configs.ORACLES, "n_seeds": 3, "config": {},
+               "seeds": seeds, "summary": summarise(seeds)}
+    gaps = [row for row in report.rows(results) if row["metric"] == "log_loss_gap"]
+    assert len(gaps) == 1 and gaps[0]["learner"] == "Oracle 2 (boundaries + identities)"
+    assert gaps[0]["mean"] == "0.2000" and gaps[0]["std"] == f"{np.std([0.3, 0.1, 0.2], ddof=1):.4f}"
+
+
+def test_results_files_store_floats_to_seven_significant_digits(tmp_path):
+    path = tmp_path / "r.json"
+    _write_json(path, {"loss": [0.123456789123, 2, float("nan")], "nested": {"acc": 95.80123456}, "name": "x"})
+    stored = json.loads(path.read_text())
+    assert stored["loss"][:2] == [0.1234568, 2] and np.isnan(stored["loss"][2])
+    assert stored["nested"] == {"acc": 95.80123} and stored["name"] == "x"

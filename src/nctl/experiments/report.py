@@ -70,6 +70,12 @@ def rows(results: dict) -> list[dict[str, Any]]:
             for metric in metrics:
                 if metric in entry:
                     add(learner, "prequential" if kind != configs.SUBSTRATE else "test set", metric, entry[metric])
+        if kind == configs.ORACLES:  # the claim is per sequence: each rival's log loss minus NCTL's
+            for learner in summary.get("learners", {}):
+                if learner != "nctl":
+                    gaps = [seed["learners"][learner]["log_loss"] - seed["learners"]["nctl"]["log_loss"]
+                            for seed in results["seeds"]]
+                    add(learner, "paired, minus NCTL", "log_loss_gap", _over_sequences(gaps))
     else:  # transfer curves: mean log-loss over the first steps of the target, per condition
         for condition, entry in summary.get("conditions", {}).items():
             label = "distractors" if kind == configs.BACKWARD else "sources"
@@ -84,8 +90,13 @@ def rows(results: dict) -> list[dict[str, Any]]:
 def _early_loss(seed_results: list[dict], condition: str, learner: str, first: int) -> dict | None:
     """Per sequence, the mean target log-loss over its first ``first`` steps, (1/first) sum_{t<first} l_t;
     then mean, std and 95% CI of that number over sequences."""
-    values = [np.mean(curve[:first]) for seed in seed_results
-              if len(curve := seed["conditions"][condition]["learners"][learner]["target_log_loss"]) >= first]
+    return _over_sequences([np.mean(curve[:first]) for seed in seed_results
+                            if len(curve := seed["conditions"][condition]["learners"][learner]["target_log_loss"])
+                            >= first])
+
+
+def _over_sequences(values: list[float]) -> dict | None:
+    """Mean, std and 95% CI of one number per sequence (seed)."""
     if not values:
         return None
     stats = summarize_seeds(np.asarray(values))

@@ -55,10 +55,24 @@ def _load_finished(folder: Path, seeds: Iterable[int], key: str) -> dict[int, di
     return done
 
 
+STORED_DIGITS = 7  # significant digits of every float in a results file: far below any reported digit
+
+
+def _rounded(data: Any) -> Any:
+    """``data`` with each float x replaced by x rounded to STORED_DIGITS significant digits."""
+    if isinstance(data, float):
+        return float(f"{data:.{STORED_DIGITS}g}")
+    if isinstance(data, dict):
+        return {k: _rounded(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_rounded(v) for v in data]
+    return data
+
+
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, allow_nan=True))
+    tmp.write_text(json.dumps(_rounded(data), allow_nan=True))
     tmp.replace(path)
 
 
