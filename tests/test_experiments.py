@@ -7,6 +7,7 @@ import pytest
 
 from nctl import cli
 from nctl.experiments import configs, report
+from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import _write_json, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
@@ -117,3 +118,36 @@ def test_results_files_store_floats_to_seven_significant_digits(tmp_path):
     stored = json.loads(path.read_text())
     assert stored["loss"][:2] == [0.1234568, 2] and np.isnan(stored["loss"][2])
     assert stored["nested"] == {"acc": 95.80123} and stored["name"] == "x"
+
+
+def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_result(tmp_path, monkeypatch):
+    exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl", "gln"]', "max_test": "40",
+                                       "stream_args.n_segments": "3", "stream_args.segment_length": "60"})
+    plain = run(exp, [0], tmp_path / "plain", progress=False)["seeds"][0]
+
+    save, load, saved, resumed_at = FileCheckpoint.save, FileCheckpoint.load, [], []
+
+    def save_then_stop(self, learner, evaluations, curve):
+        save(self, learner, evaluations, curve)
+        saved.append(evaluations)
+        if len(saved) == 2:  # NCTL stops after its second task end (3 of 4 evaluations done)
+            raise KeyboardInterrupt
+
+    def spied_load(self):
+        progress = load(self)
+        resumed_at.append(None if progress is None else progress[1])
+        return progress
+
+    monkeypatch.setattr(FileCheckpoint, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run(exp, [0], tmp_path / "resumed", progress=False, resumable=True)
+    kept = tmp_path / "resumed" / "demo" / "checkpoints"
+    assert json.loads(next(kept.glob("*/nctl/progress.json")).read_text())["evaluations"] == 3
+
+    monkeypatch.setattr(FileCheckpoint, "save", save)
+    monkeypatch.setattr(FileCheckpoint, "load", spied_load)
+    resumed = run(exp, [0], tmp_path / "resumed", progress=False, resumable=True)["seeds"][0]
+    assert resumed_at == [3, None]  # NCTL went on from its save, GLN started afresh
+    for name in ("nctl", "gln"):
+        assert resumed["learners"][name]["variants"] == plain["learners"][name]["variants"]
+    assert not any(kept.iterdir())  # a finished seed's checkpoints are deleted

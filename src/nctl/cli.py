@@ -1,7 +1,7 @@
 """The ``nctl`` command line: list and run experiments, report and plot their results, manage data.
 
     nctl list
-    nctl run NAME [--seeds N] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N]
+    nctl run NAME [--seeds N] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N] [--resumable]
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
@@ -47,7 +47,8 @@ def cmd_run(args) -> int:
     exp = configs.get(args.name).replace(_parse_settings(args.set))
     seeds = range(args.first_seed, args.first_seed + (args.seeds or exp.seeds))
     try:
-        results = run(exp, seeds, args.out, data_dir=args.data_dir, workers=args.workers, progress=not args.quiet)
+        results = run(exp, seeds, args.out, data_dir=args.data_dir, workers=args.workers, progress=not args.quiet,
+                      resumable=args.resumable)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
         return 130
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
     run.add_argument("--workers", type=int, default=1, help="seeds run in this many processes")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--resumable", action="store_true",
+                     help="task-matrix runs: save the learners at every task end (disk: one learner state "
+                          "per running seed) so that an interrupted seed resumes there")
     run.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")

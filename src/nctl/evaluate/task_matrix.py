@@ -9,12 +9,17 @@ task's test set is scored in one or both named variants:
 
 Neither variant changes the learner being trained. Accuracy uses :func:`nctl.evaluate.accuracy`
 (argmax for multiclass, ``p > 0.5`` for binary).
+
+A run given a :class:`Checkpoint` saves the learner and the evaluations so far at every segment
+end and, when the checkpoint holds a save, resumes from it: every evaluation is a deterministic
+function of the seed and the learner's state, so a resumed run gives the uninterrupted run's result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -32,6 +37,16 @@ _TEST_SUBSET_STREAM = 0
 _ADAPT_STREAM = 1
 
 SegmentHook = Callable[[Learner, TaskStream, tuple[int, int, int]], None]
+
+
+class Checkpoint(Protocol):
+    """Where a task-matrix run keeps its progress (``nctl.experiments.checkpoint`` keeps it in files)."""
+
+    def load(self) -> tuple[Learner, int, dict[str, np.ndarray]] | None:
+        """The saved learner, the number of evaluations done and the curve rows so far; None if empty."""
+
+    def save(self, learner: Learner, evaluations: int, curve: dict[str, np.ndarray]) -> None:
+        """Keep the learner after ``evaluations`` evaluations, with ``curve`` (its first rows filled)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +139,7 @@ def evaluate_task_matrix(
     seed: int = 0,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     on_segment_end: SegmentHook | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> TaskMatrixResult:
     """Train ``learner`` through ``stream`` (``learn_many`` in stream order) and fill R per variant.
 
@@ -131,6 +147,8 @@ def evaluate_task_matrix(
     task's test set at a fixed seeded random subset (reported in the result). ``on_segment_end`` is
     called as ``hook(learner, stream, (task, start, stop))`` after a segment's last training example
     and before the evaluation there; it is how boundary-aware baselines (EWC) are told boundaries.
+    With a ``checkpoint`` holding a save, ``learner`` is replaced by the saved one and the run goes
+    on from there; the learner is saved again at every segment end.
     """
     unknown = set(variants) - set(VARIANTS)
     if unknown or not variants:
@@ -147,8 +165,14 @@ def evaluate_task_matrix(
     steps = evaluation_steps(stream, eval_every)
 
     curve = {variant: np.empty((steps.shape[0], len(stream.tasks))) for variant in variants}
-    trained = 0
-    for evaluation, stop in enumerate(steps.tolist()):
+    done = 0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        learner, done, saved_curve = saved
+        for variant in variants:
+            curve[variant][:done] = saved_curve[variant][:done]
+    trained = int(steps[done - 1]) if done else 0
+    for evaluation, stop in enumerate(steps.tolist()[done:], start=done):
         for X, y, _ in stream.chunks(chunk_size, trained, stop):
             learner.learn_many(X, y)
         trained = stop
@@ -158,6 +182,8 @@ def evaluate_task_matrix(
             curve[variant][evaluation] = _evaluate_all(
                 learner, stream.tasks, test_sets, variant, seed, evaluation
             )
+        if checkpoint is not None and stop in segment_at_stop:
+            checkpoint.save(learner, evaluation + 1, curve)
 
     segment_rows = np.searchsorted(steps, [stop for _, _, stop in segments])
     return TaskMatrixResult(

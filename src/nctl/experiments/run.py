@@ -3,7 +3,9 @@
 Layout under ``out``: ``NAME/seeds/seed-0007.json`` per finished seed (kept if the run is
 interrupted, and reused by a later run of the same configuration) and ``NAME/results.json``: the
 resolved configuration, the package versions, every seed's numbers and a summary (mean, std and
-95% confidence interval over seeds of every number and curve).
+95% confidence interval over seeds of every number and curve). A ``resumable`` run also keeps
+``NAME/checkpoints/seed-0007-HASH/``: the learners of an unfinished task-matrix seed at its last task
+end, deleted when the seed finishes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import json
 import multiprocessing
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,6 +45,10 @@ def config_hash(exp: Experiment) -> str:
 
 def _seed_path(folder: Path, seed: int) -> Path:
     return folder / "seeds" / f"seed-{seed:04d}.json"
+
+
+def _checkpoint_path(folder: Path, seed: int, key: str) -> Path:
+    return folder / "checkpoints" / f"seed-{seed:04d}-{key}"
 
 
 def _load_finished(folder: Path, seeds: Iterable[int], key: str) -> dict[int, dict]:
@@ -77,8 +84,9 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, workers: int = 1,
-        progress: bool = True) -> dict:
-    """Run every seed not already finished under ``out`` and return (and write) the results."""
+        progress: bool = True, resumable: bool = False) -> dict:
+    """Run every seed not already finished under ``out`` and return (and write) the results;
+    ``resumable``: save task-matrix learners at every task end and resume unfinished seeds there."""
     seeds = list(seeds)
     folder = Path(out) / exp.name
     key = config_hash(exp)
@@ -87,9 +95,13 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
     bar = _progress_bar(len(seeds), len(finished), exp.name, progress)
     start = time.perf_counter()
 
+    def checkpoints(seed: int) -> Path | None:
+        return _checkpoint_path(folder, seed, key) if resumable else None
+
     def record(seed: int, result: dict) -> None:
         finished[seed] = result
         _write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
+        shutil.rmtree(_checkpoint_path(folder, seed, key), ignore_errors=True)
         if bar is not None:
             bar.update(1)
             steps = sum(_steps(r) for r in finished.values())
@@ -99,11 +111,11 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
     try:
         if workers <= 1 or len(pending) <= 1:
             for seed in pending:
-                record(seed, run_seed(exp, seed, data_dir))
+                record(seed, run_seed(exp, seed, data_dir, checkpoints(seed)))
         else:
             context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
             with futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-                jobs = {pool.submit(run_seed, exp, seed, data_dir): seed for seed in pending}
+                jobs = {pool.submit(run_seed, exp, seed, data_dir, checkpoints(seed)): seed for seed in pending}
                 try:
                     for job in futures.as_completed(jobs):
                         record(jobs[job], job.result())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -27,6 +28,7 @@ from nctl.baselines import (
 )
 from nctl.evaluate import LOG_LOSS_EPS
 from nctl.experiments import configs
+from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
 from nctl.streams.base import TaskStream
 
@@ -128,8 +130,12 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 # ----------------------------------------------------------------------------- runners
 
 
-def run_task_matrix(exp: Experiment, seed: int, data_dir) -> dict:
-    """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2)."""
+def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None) -> dict:
+    """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2).
+
+    With ``checkpoints`` (a folder), each GLN / NCTL learner is saved at every task end in its own
+    subfolder and an interrupted run resumes there (wall time then counts every process's share).
+    """
     stream = truncate_segments(make_stream(exp, seed, data_dir), exp.steps_per_task)
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
     for name in exp.learners:
@@ -138,6 +144,11 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir) -> dict:
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),
                                      **protocol)
+        elif checkpoints is not None and hasattr(learner, "save"):
+            checkpoint = FileCheckpoint(checkpoints / name)
+            result = evaluate.evaluate_task_matrix(learner, stream, variants=exp.variants, checkpoint=checkpoint,
+                                                   **protocol)
+            seconds = checkpoint.seconds
         else:
             result, seconds = _timed(evaluate.evaluate_task_matrix, learner, stream, variants=exp.variants,
                                      **protocol)
@@ -266,7 +277,9 @@ RUNNERS = {
 }
 
 
-def run_seed(exp: Experiment, seed: int, data_dir=None) -> dict:
-    """Run one seed of ``exp``; the result carries its seed and wall time."""
-    result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir)
+def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None) -> dict:
+    """Run one seed of ``exp``; the result carries its seed and wall time (of this process).
+    ``checkpoints``: a folder that makes task-matrix seeds resumable (``run_task_matrix``)."""
+    resumable = {"checkpoints": checkpoints} if checkpoints is not None and exp.kind == configs.TASK_MATRIX else {}
+    result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **resumable)
     return {"seed": seed, "wall_s": seconds, **result}
