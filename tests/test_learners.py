@@ -56,6 +56,19 @@ def test_save_then_load_mid_stream_continues_exactly(make, n_classes, tmp_path):
     assert [(jax.typeof(a), a.weak_type) for a in jax.tree.leaves(resumed.state_)] == live
 
 
+def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
+    X, y = stream_arrays(20)
+    model = nctl.GLN(**SMALL)
+    model.learn_many(X, y)
+    model.save(tmp_path / "model.npz")
+    with np.load(tmp_path / "model.npz") as data:
+        arrays = {key: data[key] for key in data.files}
+    arrays["leaf_0"] = arrays["leaf_0"][..., :-1]  # one weight column lost
+    np.savez(tmp_path / "cut.npz", **arrays)
+    with pytest.raises(ValueError, match="array 0 has shape"):
+        nctl.load(tmp_path / "cut.npz")
+
+
 @pytest.mark.parametrize("make, n_classes", LEARNERS)
 def test_contract_valid_probabilities_seeded_and_inputs_untouched(make, n_classes):
     X, y = stream_arrays(40, n_classes=n_classes)

@@ -172,13 +172,17 @@ def load(path):
         classes = {"GLN": GLN, "NCTL": NCTL}
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
         learner = classes[meta["class"]](**params)
-        template = learner._restore_template(meta["n_features"], meta["shapes"])
-        leaves, treedef = jax.tree.flatten(template)
-        stored = [data[f"leaf_{i}"] for i in range(len(leaves))]
-    for i, (want, got) in enumerate(zip(leaves, stored)):
-        if np.shape(want) != got.shape or np.asarray(want).dtype != got.dtype:
-            raise ValueError(f"{path}: array {i} has shape {got.shape} {got.dtype}, expected {np.shape(want)}")
-    learner.state_ = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in stored])
+        # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
+        template = jax.eval_shape(lambda: learner._restore_template(meta["n_features"], meta["shapes"]))
+        wanted, treedef = jax.tree.flatten(template)
+        leaves = []
+        for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
+            got = data[f"leaf_{i}"]
+            if want.shape != got.shape or want.dtype != got.dtype:
+                raise ValueError(f"{path}: array {i} has shape {got.shape} {got.dtype}, expected {want.shape}")
+            leaves.append(jnp.asarray(got))
+            del got
+    learner.state_ = jax.tree.unflatten(treedef, leaves)
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     learner._after_restore(meta["shapes"])
     return learner
