@@ -151,3 +151,5 @@ def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_resu
     for name in ("nctl", "gln"):
         assert resumed["learners"][name]["variants"] == plain["learners"][name]["variants"]
     assert not any(kept.iterdir())  # a finished seed's checkpoints are deleted
+    with pytest.raises(ValueError, match="task-matrix"):
+        run(configs.get("demo"), [0], tmp_path / "prequential", progress=False, resumable=True)

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from nctl.evaluate import summarize_seeds
-from nctl.experiments.configs import Experiment
+from nctl.experiments.configs import TASK_MATRIX, Experiment
 from nctl.experiments.runners import run_seed
 
 NOT_SUMMARISED = {"seed", "params", "curve_steps", "tasks", "target", "steps", "window", "log_loss_eps"}
@@ -87,6 +87,8 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
         progress: bool = True, resumable: bool = False) -> dict:
     """Run every seed not already finished under ``out`` and return (and write) the results;
     ``resumable``: save task-matrix learners at every task end and resume unfinished seeds there."""
+    if resumable and exp.kind != TASK_MATRIX:
+        raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
     seeds = list(seeds)
     folder = Path(out) / exp.name
     key = config_hash(exp)

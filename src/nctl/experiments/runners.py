@@ -133,8 +133,9 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None) -> dict:
     """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2).
 
-    With ``checkpoints`` (a folder), each GLN / NCTL learner is saved at every task end in its own
-    subfolder and an interrupted run resumes there (wall time then counts every process's share).
+    With ``checkpoints`` (a folder), each learner that can be saved (GLN, NCTL) is saved at every task
+    end in its own subfolder and an interrupted run resumes there (its wall time then counts every
+    process's share).
     """
     stream = truncate_segments(make_stream(exp, seed, data_dir), exp.steps_per_task)
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
@@ -144,14 +145,12 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),
                                      **protocol)
-        elif checkpoints is not None and hasattr(learner, "save"):
-            checkpoint = FileCheckpoint(checkpoints / name)
-            result = evaluate.evaluate_task_matrix(learner, stream, variants=exp.variants, checkpoint=checkpoint,
-                                                   **protocol)
-            seconds = checkpoint.seconds
         else:
+            resumable = checkpoints is not None and hasattr(learner, "save")
+            checkpoint = FileCheckpoint(checkpoints / name) if resumable else None
             result, seconds = _timed(evaluate.evaluate_task_matrix, learner, stream, variants=exp.variants,
-                                     **protocol)
+                                     checkpoint=checkpoint, **protocol)
+            seconds = seconds if checkpoint is None else checkpoint.seconds
         variants = {}
         for variant in result.variants:
             R = result.matrix[variant]
@@ -280,6 +279,6 @@ RUNNERS = {
 def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None) -> dict:
     """Run one seed of ``exp``; the result carries its seed and wall time (of this process).
     ``checkpoints``: a folder that makes task-matrix seeds resumable (``run_task_matrix``)."""
-    resumable = {"checkpoints": checkpoints} if checkpoints is not None and exp.kind == configs.TASK_MATRIX else {}
+    resumable = {} if checkpoints is None else {"checkpoints": checkpoints}
     result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **resumable)
     return {"seed": seed, "wall_s": seconds, **result}
