@@ -153,3 +153,12 @@ def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_resu
     assert not any(kept.iterdir())  # a finished seed's checkpoints are deleted
     with pytest.raises(ValueError, match="task-matrix"):
         run(configs.get("demo"), [0], tmp_path / "prequential", progress=False, resumable=True)
+
+
+def test_progress_shows_a_step_bar_per_learner_of_a_task_matrix_seed(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["gln"]', "max_test": "20",
+                                       "stream_args.n_segments": "3", "stream_args.segment_length": "20"})
+    run(exp, [0], tmp_path, progress=True)
+    shown = capsys.readouterr().err
+    assert "seed 0 gln" in shown and "/60 " in shown and "step/s" in shown

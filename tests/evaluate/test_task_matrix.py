@@ -119,3 +119,30 @@ def test_bad_protocol_arguments_are_value_errors(ones_then_zeros):
         evaluate_task_matrix(RunningMeanLearner(), ones_then_zeros, eval_every=0)
     with pytest.raises(ValueError, match="max_test"):
         evaluate_task_matrix(RunningMeanLearner(), ones_then_zeros, max_test=0)
+    never_trained = stream_of((ones_then_zeros.tasks[0], constant_label_task("empty", 0, 0, 5)), [(0, 10)])
+    with pytest.raises(ValueError, match=r"adapt50 .*\['empty'\] have none"):
+        evaluate_task_matrix(RunningMeanLearner(), never_trained)
+    evaluate_task_matrix(RunningMeanLearner(), never_trained, variants=("frozen",))  # nothing to sample
+
+
+def test_progress_hook_counts_every_trained_step_from_a_resume_point(ones_then_zeros):
+    learner, reports = RunningMeanLearner(), []
+    evaluate_task_matrix(learner, ones_then_zeros, eval_every=4, chunk_size=3,
+                         on_progress=lambda trained, total: reports.append((trained, total, learner.seen)))
+    assert [r[0] for r in reports] == [r[2] for r in reports]  # each report is the learner's true count
+    assert reports[0][0] == 0 and reports[-1][0] == 40 and {r[1] for r in reports} == {40}
+    assert all(a[0] < b[0] for a, b in zip(reports, reports[1:]))
+
+    class SavedAtFirstTaskEnd:
+        def load(self):
+            resumed = RunningMeanLearner()
+            resumed.learn_many(*ones_then_zeros.tasks[0].train_rows(np.arange(10)))
+            return resumed, 2, {"frozen": np.zeros((4, 2)), "adapt50": np.zeros((4, 2))}
+
+        def save(self, learner, evaluations, curve):
+            pass
+
+    resumed_reports = []
+    evaluate_task_matrix(RunningMeanLearner(), ones_then_zeros, eval_every=10, checkpoint=SavedAtFirstTaskEnd(),
+                         on_progress=lambda trained, total: resumed_reports.append(trained))
+    assert resumed_reports[0] == 10 and resumed_reports[-1] == 40

@@ -37,6 +37,7 @@ _TEST_SUBSET_STREAM = 0
 _ADAPT_STREAM = 1
 
 SegmentHook = Callable[[Learner, TaskStream, tuple[int, int, int]], None]
+ProgressHook = Callable[[int, int], None]  # (steps trained so far, steps in the stream)
 
 
 class Checkpoint(Protocol):
@@ -140,6 +141,7 @@ def evaluate_task_matrix(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     on_segment_end: SegmentHook | None = None,
     checkpoint: Checkpoint | None = None,
+    on_progress: ProgressHook | None = None,
 ) -> TaskMatrixResult:
     """Train ``learner`` through ``stream`` (``learn_many`` in stream order) and fill R per variant.
 
@@ -148,7 +150,8 @@ def evaluate_task_matrix(
     called as ``hook(learner, stream, (task, start, stop))`` after a segment's last training example
     and before the evaluation there; it is how boundary-aware baselines (EWC) are told boundaries.
     With a ``checkpoint`` holding a save, ``learner`` is replaced by the saved one and the run goes
-    on from there; the learner is saved again at every segment end.
+    on from there; the learner is saved again at every segment end. ``on_progress(trained,
+    len(stream))`` is called at the start (``trained`` > 0 on a resume) and after every training chunk.
     """
     unknown = set(variants) - set(VARIANTS)
     if unknown or not variants:
@@ -159,6 +162,9 @@ def evaluate_task_matrix(
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     if len(stream) == 0:
         raise ValueError("the stream has no training steps")
+    untrainable = [task.name for task in stream.tasks if task.n_train == 0]
+    if ADAPT50 in variants and untrainable:
+        raise ValueError(f"adapt50 learns {ADAPT_STEPS} training examples of each task, but {untrainable} have none")
     segments = stream.segments()
     segment_at_stop = {segment[2]: segment for segment in segments}
     test_sets = _test_sets(stream.tasks, max_test, seed)
@@ -172,10 +178,13 @@ def evaluate_task_matrix(
         for variant in variants:
             curve[variant][:done] = saved_curve[variant][:done]
     trained = int(steps[done - 1]) if done else 0
+    report = on_progress if on_progress is not None else (lambda trained, total: None)
+    report(trained, len(stream))
     for evaluation, stop in enumerate(steps.tolist()[done:], start=done):
         for X, y, _ in stream.chunks(chunk_size, trained, stop):
             learner.learn_many(X, y)
-        trained = stop
+            trained += y.shape[0]
+            report(trained, len(stream))
         if on_segment_end is not None and stop in segment_at_stop:
             on_segment_end(learner, stream, segment_at_stop[stop])
         for variant in variants:

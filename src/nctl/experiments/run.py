@@ -110,10 +110,11 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
             bar.set_postfix(examples_per_s=f"{steps / max(time.perf_counter() - start, 1e-9):.0f}")
 
     interrupted = False
+    steps_bar = _StepBar() if bar is not None and exp.kind == TASK_MATRIX else None
     try:
         if workers <= 1 or len(pending) <= 1:
             for seed in pending:
-                record(seed, run_seed(exp, seed, data_dir, checkpoints(seed)))
+                record(seed, run_seed(exp, seed, data_dir, checkpoints(seed), steps_bar))
         else:
             context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
             with futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
@@ -128,8 +129,9 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if bar is not None:
-            bar.close()
+        for shown in (steps_bar, bar):
+            if shown is not None:
+                shown.close()
     results = aggregate(exp, [finished[s] for s in seeds if s in finished], interrupted)
     _write_json(folder / "results.json", results)
     if interrupted:
@@ -152,6 +154,27 @@ def _progress_bar(total: int, done: int, name: str, enabled: bool):
     except ImportError:
         return None
     return tqdm(total=total, initial=done, desc=name, unit="seed", file=sys.stderr)
+
+
+class _StepBar:
+    """A bar of training steps under the seeds bar, restarted for each seed and learner (one process)."""
+
+    def __init__(self):
+        self.label, self.bar = None, None
+
+    def __call__(self, label: str, trained: int, total: int) -> None:
+        if label != self.label:
+            self.close()
+            from tqdm import tqdm
+
+            self.label = label
+            self.bar = tqdm(total=total, initial=trained, desc=label, unit="step", leave=False, file=sys.stderr)
+        else:
+            self.bar.update(trained - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def aggregate(exp: Experiment, seed_results: list[dict], interrupted: bool = False) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,7 @@ from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
 from nctl.streams.base import TaskStream
 
+StepProgress = Callable[[str, int, int], None]  # (what is training, steps trained, steps in all)
 
 # ----------------------------------------------------------------------------- streams and learners
 
@@ -130,12 +132,13 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 # ----------------------------------------------------------------------------- runners
 
 
-def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None) -> dict:
+def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None,
+                    progress: StepProgress | None = None) -> dict:
     """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2).
 
     With ``checkpoints`` (a folder), each learner that can be saved (GLN, NCTL) is saved at every task
     end in its own subfolder and an interrupted run resumes there (its wall time then counts every
-    process's share).
+    process's share). ``progress(label, trained, total)`` follows each learner's training steps.
     """
     stream = truncate_segments(make_stream(exp, seed, data_dir), exp.steps_per_task)
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
@@ -148,8 +151,9 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
         else:
             resumable = checkpoints is not None and hasattr(learner, "save")
             checkpoint = FileCheckpoint(checkpoints / name) if resumable else None
+            report = None if progress is None else partial(progress, f"seed {seed} {name}")
             result, seconds = _timed(evaluate.evaluate_task_matrix, learner, stream, variants=exp.variants,
-                                     checkpoint=checkpoint, **protocol)
+                                     checkpoint=checkpoint, on_progress=report, **protocol)
             seconds = seconds if checkpoint is None else checkpoint.seconds
         variants = {}
         for variant in result.variants:
@@ -276,9 +280,11 @@ RUNNERS = {
 }
 
 
-def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None) -> dict:
+def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None,
+             progress: StepProgress | None = None) -> dict:
     """Run one seed of ``exp``; the result carries its seed and wall time (of this process).
-    ``checkpoints``: a folder that makes task-matrix seeds resumable (``run_task_matrix``)."""
-    resumable = {} if checkpoints is None else {"checkpoints": checkpoints}
-    result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **resumable)
+    ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step counter) apply to
+    task-matrix experiments (``run_task_matrix``)."""
+    extra = {"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX else {}
+    result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **extra)
     return {"seed": seed, "wall_s": seconds, **result}
