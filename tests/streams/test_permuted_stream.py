@@ -79,3 +79,23 @@ def test_reduced_variant_is_named_and_seeded(mnist_dir, full):
 def test_examples_per_task_is_checked(mnist_dir, bad):
     with pytest.raises(ValueError, match="examples_per_task must be in 1..60000"):
         permuted_mnist(mnist_dir, examples_per_task=bad)
+
+
+@pytest.mark.data
+def test_deskewed_variant_permutes_the_deskewed_clipped_digits(mnist_dir, full):
+    from nctl.streams import mnist_classes
+
+    deskewed = permuted_mnist(mnist_dir, seed=0, n_tasks=3, deskewed=True, z_clip=3.0)
+    digits = mnist_classes(mnist_dir, deskewed=True, z_clip=3.0).tasks[0]
+    assert deskewed.name == "permuted-mnist-3-tasks-deskewed"
+    np.testing.assert_array_equal(deskewed.row_of_step[:60_000], full.row_of_step[:60_000])  # same order
+    idx = np.array([0, 7, 59_999])
+    X_digits, y_digits = digits.train_rows(idx)
+    permutations = pixel_permutations(3, seed=0)
+    for k in range(3):
+        Xk, yk = deskewed.tasks[k].train_rows(idx)
+        np.testing.assert_array_equal(Xk, X_digits[:, permutations[k]])
+        np.testing.assert_array_equal(yk, y_digits)
+    assert np.abs(deskewed.tasks[2].test_set()[0]).max() <= 3.0
+    with pytest.raises(ValueError, match="z_clip"):
+        permuted_mnist(mnist_dir, z_clip=-1.0)

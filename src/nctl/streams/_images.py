@@ -36,9 +36,18 @@ class ImageData(NamedTuple):
     mean: np.ndarray  # [784] float64
     std: np.ndarray  # [784] float64
 
-    def standardise(self, images: np.ndarray) -> np.ndarray:
-        """images [n, 784] uint8 -> [n, 784] float32 with the training-split statistics."""
-        return standardise(images, self.mean, self.std)
+    def standardise(self, images: np.ndarray, z_clip: float | None = None) -> np.ndarray:
+        """images [n, 784] uint8 -> z = (x - mean) / std [n, 784] float32 with the training-split
+        statistics, clipped to [-z_clip, z_clip] when ``z_clip`` is given."""
+        z = standardise(images, self.mean, self.std)
+        return z if z_clip is None else np.clip(z, -z_clip, z_clip)
+
+
+def check_z_clip(z_clip: float | None) -> None:
+    """``z_clip`` caps standardised pixels, so a rarely inked pixel (tiny std, huge z) cannot dominate
+    the gating: None or a positive number."""
+    if z_clip is not None and not z_clip > 0:
+        raise ValueError(f"z_clip must be None or positive, got {z_clip}")
 
 
 def load_image_data(dataset: str, data_dir: str | os.PathLike | None, deskewed: bool = False) -> ImageData:

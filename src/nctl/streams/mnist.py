@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from nctl.streams._images import N_PIXELS, load_image_data
+from nctl.streams._images import N_PIXELS, check_z_clip, load_image_data
 from nctl.streams.base import Task, TaskStream
 
 
@@ -16,23 +16,17 @@ def mnist_classes(
     """One pass over the 60,000 training images in a seeded random order; labels are the digits.
 
     ``deskewed=True`` deskews both splits first (``nctl.streams.deskew``), as the pygln and DeepMind
-    GLN examples behind the substrate anchors do. ``z_clip``: standardised pixels are clipped to
-    ``[-z_clip, z_clip]``, so a rarely inked pixel (tiny std, huge z) cannot dominate the gating.
+    GLN examples behind the substrate anchors do; ``z_clip`` clips standardised pixels (``check_z_clip``).
     """
-    if z_clip is not None and not z_clip > 0:
-        raise ValueError(f"z_clip must be None or positive, got {z_clip}")
+    check_z_clip(z_clip)
     data = load_image_data("mnist", data_dir, deskewed)
-
-    def features(images: np.ndarray) -> np.ndarray:
-        z = data.standardise(images)
-        return z if z_clip is None else np.clip(z, -z_clip, z_clip)
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.asarray(idx)
-        return features(data.train_x[idx]), data.train_y[idx].astype(np.int64)
+        return data.standardise(data.train_x[idx], z_clip), data.train_y[idx].astype(np.int64)
 
     def test_set() -> tuple[np.ndarray, np.ndarray]:
-        return features(data.test_x), data.test_y.astype(np.int64)
+        return data.standardise(data.test_x, z_clip), data.test_y.astype(np.int64)
 
     task = Task("digits", len(data.train_y), rows, test_set)
     order = np.random.default_rng(seed).permutation(len(data.train_y)).astype(np.int64)

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from nctl.streams._images import N_PIXELS, ImageData, load_image_data
+from nctl.streams._images import N_PIXELS, ImageData, check_z_clip, load_image_data
 from nctl.streams.base import Task, TaskStream
 
 N_DIGITS = 10
@@ -22,15 +22,15 @@ def pixel_permutations(n_tasks: int, seed: int) -> np.ndarray:
     return np.stack([np.arange(N_PIXELS), *rest]).astype(np.int64)
 
 
-def _permuted_task(data: ImageData, index: int, permutation: np.ndarray) -> Task:
+def _permuted_task(data: ImageData, index: int, permutation: np.ndarray, z_clip: float | None) -> Task:
     """10-class task on every training image with pixels reordered: x_perm[:, j] = x[:, permutation[j]]."""
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.asarray(idx)
-        return data.standardise(data.train_x[idx])[:, permutation], data.train_y[idx].astype(np.int64)
+        return data.standardise(data.train_x[idx], z_clip)[:, permutation], data.train_y[idx].astype(np.int64)
 
     def test_set() -> tuple[np.ndarray, np.ndarray]:
-        return data.standardise(data.test_x)[:, permutation], data.test_y.astype(np.int64)
+        return data.standardise(data.test_x, z_clip)[:, permutation], data.test_y.astype(np.int64)
 
     return Task(f"permutation {index}", len(data.train_x), rows, test_set)
 
@@ -40,21 +40,25 @@ def permuted_mnist(
     seed: int = 0,
     n_tasks: int = DEFAULT_PERMUTED_TASKS,
     examples_per_task: int | None = None,
+    deskewed: bool = False,
+    z_clip: float | None = None,
 ) -> TaskStream:
     """Permuted MNIST: task 0 unpermuted, tasks 1.. a seeded pixel permutation each; labels 0..9.
 
     Each task is one pass over the training split in a seeded order of its own. With
     ``examples_per_task`` the task uses only the first that many of its shuffled rows: a named
     reduced variant (stream name ``permuted-mnist-<n>-per-task``), never the full protocol.
-    Permutations are applied inside ``train_rows``; no task's features are stored.
+    Permutations are applied inside ``train_rows``; no task's features are stored. ``deskewed`` and
+    ``z_clip`` preprocess the images before the permutation, as in ``mnist_classes``.
     """
-    data = load_image_data("mnist", data_dir)
+    check_z_clip(z_clip)
+    data = load_image_data("mnist", data_dir, deskewed)
     n_train = len(data.train_x)
     per_task = n_train if examples_per_task is None else examples_per_task
     if not 1 <= per_task <= n_train:
         raise ValueError(f"examples_per_task must be in 1..{n_train}, got {examples_per_task}")
     permutations = pixel_permutations(n_tasks, seed)
-    tasks = tuple(_permuted_task(data, k, permutation) for k, permutation in enumerate(permutations))
+    tasks = tuple(_permuted_task(data, k, permutation, z_clip) for k, permutation in enumerate(permutations))
     order_rng = np.random.default_rng([seed, 1])
     row_of_step = np.concatenate([order_rng.permutation(n_train)[:per_task] for _ in tasks]).astype(np.int64)
     task_of_step = np.repeat(np.arange(n_tasks, dtype=np.int32), per_task)
@@ -63,4 +67,6 @@ def permuted_mnist(
         name += f"-{n_tasks}-tasks"
     if examples_per_task is not None:
         name += f"-{per_task}-per-task"
+    if deskewed:
+        name += "-deskewed"
     return TaskStream(name, tasks, task_of_step, row_of_step, N_PIXELS, n_classes=N_DIGITS)
