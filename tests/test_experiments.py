@@ -16,6 +16,7 @@ TINY = {
     "split-fashion-mnist": {"steps_per_task": "40", "eval_every": "40", "max_test": "30"},
     "permuted-mnist": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
     "permuted-mnist-reduced": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
+    "permuted-mnist-deskewed": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},

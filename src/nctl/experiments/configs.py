@@ -125,6 +125,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             max_test=1000, anchors=PERMUTED_ANCHORS, nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
+            "permuted-mnist-deskewed", TASK_MATRIX,
+            "Permuted MNIST at the full protocol on deskewed digits, z clipped to +-3 (the substrate anchors' input)",
+            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("nctl", "gln"),
+            network=dict(PERMUTED_NETWORK), seeds=1, max_test=1000, anchors=PERMUTED_ANCHORS,
+            nctl=dict(LONG_TASK_POOL),
+        ),
+        Experiment(
             "permuted-mnist-reduced", TASK_MATRIX,
             "Permuted MNIST, 10 tasks x 1,000 examples: a reduced variant, not the paper's protocol",
             stream="permuted_mnist", learners=("nctl", "gln"), network=dict(PERMUTED_NETWORK), seeds=10,
