@@ -127,7 +127,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "permuted-mnist-deskewed", TASK_MATRIX,
             "Permuted MNIST at the full protocol on deskewed digits, z clipped to +-3 (the substrate anchors' input)",
-            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("nctl", "gln"),
+            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln", "nctl"),
             network=dict(PERMUTED_NETWORK), seeds=1, max_test=1000, anchors=PERMUTED_ANCHORS,
             nctl=dict(LONG_TASK_POOL),
         ),
