@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
+import nctl
 from nctl import cli
-from nctl.experiments import configs, report
+from nctl.experiments import configs, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import _write_json, run, summarise
 
@@ -163,3 +164,15 @@ def test_progress_shows_a_step_bar_per_learner_of_a_task_matrix_seed(tmp_path, c
     run(exp, [0], tmp_path, progress=True)
     shown = capsys.readouterr().err
     assert "seed 0 gln" in shown and "/60 " in shown and "step/s" in shown
+
+
+def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training(tmp_path, monkeypatch):
+    exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl"]', "max_test": "20",
+                                       "stream_args.n_segments": "3", "stream_args.segment_length": "20"})
+    state = nctl.NCTL(**exp.network, **exp.nctl, depth=6, n_classes=2).state_bytes(10)
+    assert 0 < state < runners.available_memory()
+    monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
+    with pytest.raises(MemoryError, match=r"nctl needs 2 x .* GB .* free"):
+        run(exp, [0], tmp_path, progress=False)
+    assert not (tmp_path / "demo" / "seeds").exists()  # refused before any seed finished
+    run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed

@@ -154,3 +154,15 @@ def test_long_stream_stays_finite_with_flat_memory():
         sizes.append(sum(a.nbytes for a in __import__("jax").tree.leaves(model.state_)))
     assert model.t_ == 100_000
     assert sizes[-1] == sizes[2]  # nothing grows once the arena has settled
+
+
+@pytest.mark.parametrize("make", [lambda: nctl.GLN(layer_sizes=(4, 1), n_classes=3),
+                                  lambda: nctl.NCTL(layer_sizes=(4, 2, 1), context_bits=2, pool_size=3, depth=5,
+                                                    n_classes=3, min_segment=4)])
+def test_state_bytes_is_the_size_of_the_state_the_learner_then_creates(make):
+    learner = make()
+    predicted = learner.state_bytes(7)
+    assert learner.state_ is None  # computed from shapes: nothing created
+    learner.learn_one(np.zeros(7, np.float32), 1)
+    assert predicted == sum(leaf.nbytes for leaf in jax.tree.leaves(learner.state_))
+    assert make().state_bytes(14) > predicted  # more inputs, bigger first-layer weights

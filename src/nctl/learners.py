@@ -72,7 +72,17 @@ class _OnlineLearner:
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned
 
-    # -- subclass hooks: _init_state(n_features), _learn(X, y) -> probs [n, classes], _predict(X) -> [n, classes]
+    # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
+    # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping
+
+    def _init_state(self, n_features: int):
+        return self._fresh_state(n_features)
+
+    def state_bytes(self, n_features: int) -> int:
+        """Bytes of the state this learner creates for ``n_features`` inputs, from its shapes alone
+        (nothing is allocated); an NCTL with ``depth=None`` outgrows it as its tree deepens."""
+        shapes = jax.eval_shape(partial(self._fresh_state, n_features))
+        return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
 
     def _ensure_state(self, n_features: int) -> None:
         if self.state_ is None:
@@ -238,7 +248,7 @@ class GLN(_OnlineLearner):
     def ggm_config(self) -> mixing.GGMConfig:
         return mixing.GGMConfig(float(self.learning_rate), float(self.prob_eps), float(self.max_weight))
 
-    def _init_state(self, n_features: int):
+    def _fresh_state(self, n_features: int):
         keys = gln.class_keys(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0])
         return jax.vmap(lambda k: gln.init(k, n_features, self.layer_sizes, self.context_bits, self.weight_init))(keys)
 
@@ -255,7 +265,7 @@ class GLN(_OnlineLearner):
         return np.asarray(_gln_predict(self.state_, jnp.asarray(X), self.ggm_config))
 
     def _restore_template(self, n_features: int, shapes: dict):
-        return self._init_state(n_features)
+        return self._fresh_state(n_features)
 
     def _after_restore(self, shapes: dict) -> None:
         pass
@@ -327,11 +337,15 @@ class NCTL(_OnlineLearner):
         return network.NetConfig(n_features, self.layer_sizes, int(self.context_bits), ggm, self._pool_config(),
                                  tree.tree_prior(self.split_prob), self.weight_init)
 
+    def _fresh_state(self, n_features: int):
+        depth = self.depth or 0
+        return network.init(self.net_config(n_features), jax.random.PRNGKey(self.seed), self.n_classes, depth,
+                            capacity=depth + 1)
+
     def _init_state(self, n_features: int):
         self.cfg_ = self.net_config(n_features)
         self.prepared_ = False
-        depth = self.depth or 0
-        return network.init(self.cfg_, jax.random.PRNGKey(self.seed), self.n_classes, depth, capacity=depth + 1)
+        return self._fresh_state(n_features)
 
     def _copy_extra(self, twin) -> None:
         if self.state_ is not None:

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+import jax
 import numpy as np
 
 import nctl
@@ -132,6 +133,35 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 # ----------------------------------------------------------------------------- runners
 
 
+def available_memory() -> int | None:
+    """Bytes free for new arrays: the accelerator's free memory when JAX runs on one, else the host's
+    ``MemAvailable`` (Linux); None when unknown."""
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        return stats["bytes_limit"] - stats.get("bytes_in_use", 0) if "bytes_limit" in stats else None
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        return None
+    free = [int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")]
+    return free[0] if free else None
+
+
+def check_memory(name: str, learner, n_features: int, copies: int) -> None:
+    """Refuse, before any training, a learner whose state times the ``copies`` a protocol holds at once
+    does not fit in free memory (an hours-long run would otherwise be killed part way)."""
+    available = available_memory()
+    if available is None or not hasattr(learner, "state_bytes"):
+        return
+    state = learner.state_bytes(n_features)
+    if copies * state > available:
+        raise MemoryError(
+            f"{name} needs {copies} x {state / 1e9:.1f} GB (its state, and an adapt50 snapshot of it when "
+            f"copies = 2) but {available / 1e9:.1f} GB is free; lower network.context_bits or nctl.pool_size, "
+            "drop the adapt50 variant, or use a machine with more memory")
+
+
 def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None,
                     progress: StepProgress | None = None) -> dict:
     """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2).
@@ -144,6 +174,7 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
+        check_memory(name, learner, stream.n_features, copies=2 if evaluate.ADAPT50 in exp.variants else 1)
         protocol = dict(eval_every=exp.eval_every, max_test=exp.max_test, seed=seed)
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),
