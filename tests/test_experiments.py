@@ -103,6 +103,20 @@ def test_transfer_rows_summarise_each_sequence_early_loss():
     assert first_10["std"] == f"{np.std([1.0, 0.5, 0.3], ddof=1):.4f}" and first_10["ci95"].startswith("[")
 
 
+def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
+    matrices = [[[0.9, 0.1], [0.6, 0.8]], [[0.7, 0.2], [0.4, 1.0]]]  # two seeds, two tasks
+    seeds = [{"seed": s, "tasks": ["a", "b"], "learners": {"gln": {"variants": {"frozen": {"acc": 0.7, "matrix": R}}}}}
+             for s, R in enumerate(matrices)]
+    results = {"experiment": "split-mnist", "kind": configs.TASK_MATRIX, "n_seeds": 2, "config": {},
+               "seeds": seeds, "summary": summarise(seeds)}
+    learning = [row for row in report.rows(results) if row["metric"] == "learning_acc"]
+    assert len(learning) == 1 and learning[0]["mean"] == "85.00"  # seeds 85.0 and 85.0: (0.9+0.8)/2, (0.7+1.0)/2
+    assert learning[0]["std"] == "0.00"
+    table = report.markdown([results])
+    assert "| split-mnist | GLN | frozen | after the last task | 50.0 | 90.0 |" in table
+    assert "| split-mnist | GLN | frozen | right after its own | 80.0 | 90.0 |" in table
+
+
 def test_oracle_rows_give_each_rivals_paired_gap_to_nctl():
     losses = [(0.2, 0.5), (0.3, 0.4), (0.25, 0.45)]  # (NCTL, oracle) per sequence
     seeds = [{"seed": s, "learners": {"nctl": {"log_loss": a}, "oracle-2": {"log_loss": b}}}
@@ -170,9 +184,10 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl"]', "max_test": "20",
                                        "stream_args.n_segments": "3", "stream_args.segment_length": "20"})
     state = nctl.NCTL(**exp.network, **exp.nctl, depth=6, n_classes=2).state_bytes(10)
-    assert 0 < state < runners.available_memory()
+    assert state > 0
     monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
-    with pytest.raises(MemoryError, match=r"nctl needs 2 x .* GB .* free"):
+    refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
+    with pytest.raises(MemoryError, match=refused):
         run(exp, [0], tmp_path, progress=False)
     assert not (tmp_path / "demo" / "seeds").exists()  # refused before any seed finished
     run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed

@@ -11,7 +11,8 @@ import numpy as np
 from nctl.evaluate import summarize_seeds
 from nctl.experiments import configs
 
-PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "accuracy", "test_accuracy", "recurring_accuracy"}
+PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "learning_acc", "accuracy", "test_accuracy",
+                   "recurring_accuracy"}
 LEARNER_NAMES = {"nctl": "NCTL", "gln": "GLN", "ewc": "EWC", "online-ewc": "Online EWC", "mlp": "MLP",
                  "no-change": "No-change", "oracle-1": "Oracle 1 (boundaries)",
                  "oracle-2": "Oracle 2 (boundaries + identities)"}
@@ -63,6 +64,7 @@ def rows(results: dict) -> list[dict[str, Any]]:
             for variant, metrics in entry["variants"].items():
                 for metric in ("acc", "bwt", "forgetting"):
                     add(learner, variant, metric, metrics.get(metric))
+                add(learner, variant, "learning_acc", _learning_accuracy(results["seeds"], learner, variant))
     elif kind in (configs.PREQUENTIAL, configs.ORACLES, configs.SUBSTRATE):
         metrics = {configs.PREQUENTIAL: ("accuracy", "log_loss", "kappa_temporal", "recurring_log_loss"),
                    configs.ORACLES: ("log_loss", "accuracy"), configs.SUBSTRATE: ("test_accuracy",)}[kind]
@@ -95,6 +97,34 @@ def _early_loss(seed_results: list[dict], condition: str, learner: str, first: i
                             >= first])
 
 
+def _learning_accuracy(seed_results: list[dict], learner: str, variant: str) -> dict | None:
+    """Per seed, (1/T) sum_i R[i, i]: each task's accuracy right after its own segment, averaged (the
+    ACC that no forgetting would give); then mean, std and 95% CI over seeds."""
+    return _over_sequences([np.mean(np.diag(seed["learners"][learner]["variants"][variant]["matrix"]))
+                            for seed in seed_results])
+
+
+def per_task_lines(results: dict) -> list[str]:
+    """For a task-matrix results file, a markdown table per learner and variant of each task's accuracy
+    (%) after the last segment (the last row of R) and right after its own segment (the diagonal),
+    mean over seeds."""
+    if results["kind"] != configs.TASK_MATRIX or not results["summary"]:
+        return []
+    learners = results["summary"]["learners"]
+    n_tasks = len(results["seeds"][0]["tasks"])
+    lines = ["| experiment | learner | variant | accuracy on each task | "
+             + " | ".join(f"task {j + 1}" for j in range(n_tasks)) + " |", "|" + "---|" * (n_tasks + 4)]
+    for learner, entry in learners.items():
+        for variant, metrics in entry["variants"].items():
+            if "matrix" not in metrics:  # the seeds' matrices differ in shape
+                continue
+            R = np.asarray(metrics["matrix"]["mean"]) * 100.0
+            for label, values in (("after the last task", R[-1]), ("right after its own", np.diag(R))):
+                lines.append(f"| {results['experiment']} | {LEARNER_NAMES.get(learner, learner)} | {variant} | "
+                             f"{label} | " + " | ".join(f"{v:.1f}" for v in values) + " |")
+    return lines
+
+
 def _over_sequences(values: list[float]) -> dict | None:
     """Mean, std and 95% CI of one number per sequence (seed)."""
     if not values:
@@ -105,7 +135,9 @@ def _over_sequences(values: list[float]) -> dict | None:
 
 
 def markdown(results_list: Iterable[dict]) -> str:
-    """A markdown table of every results file, then the anchors each experiment is compared with."""
+    """A markdown table of every results file, the per-task accuracies of task-matrix files, then the
+    anchors each experiment is compared with."""
+    results_list = list(results_list)
     header = "| experiment | learner | variant | metric | mean | std | 95% CI | seeds | anchor |"
     lines = [header, "|" + "---|" * 9]
     anchors = []
@@ -119,6 +151,10 @@ def markdown(results_list: Iterable[dict]) -> str:
             line = f"- {results['experiment']} {metric}: {listed}"
             if line not in anchors:
                 anchors.append(line)
+    for results in results_list:
+        per_task = per_task_lines(results)
+        if per_task:
+            lines += ["", *per_task]
     if anchors:
         lines += ["", "Anchors (PROTOCOLS.md; accuracies in %):", *anchors]
     return "\n".join(lines) + "\n"

@@ -110,9 +110,10 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
             bar.set_postfix(examples_per_s=f"{steps / max(time.perf_counter() - start, 1e-9):.0f}")
 
     interrupted = False
-    steps_bar = _StepBar() if bar is not None and exp.kind == TASK_MATRIX else None
+    one_process = workers <= 1 or len(pending) <= 1
+    steps_bar = _StepBar() if one_process and bar is not None and exp.kind == TASK_MATRIX else None
     try:
-        if workers <= 1 or len(pending) <= 1:
+        if one_process:
             for seed in pending:
                 record(seed, run_seed(exp, seed, data_dir, checkpoints(seed), steps_bar))
         else:

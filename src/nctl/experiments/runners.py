@@ -148,18 +148,20 @@ def available_memory() -> int | None:
     return free[0] if free else None
 
 
-def check_memory(name: str, learner, n_features: int, copies: int) -> None:
-    """Refuse, before any training, a learner whose state times the ``copies`` a protocol holds at once
-    does not fit in free memory (an hours-long run would otherwise be killed part way)."""
+def check_memory(name: str, learner, n_features: int, adapt: bool) -> None:
+    """Refuse, before any training, a learner whose state (twice over with ``adapt``: the learner and
+    an adapt50 snapshot of it) does not fit in free memory, rather than be killed hours into a run."""
     available = available_memory()
     if available is None or not hasattr(learner, "state_bytes"):
         return
+    copies = 2 if adapt else 1
     state = learner.state_bytes(n_features)
     if copies * state > available:
+        held = "the learner and its adapt50 snapshot" if adapt else "the learner"
         raise MemoryError(
-            f"{name} needs {copies} x {state / 1e9:.1f} GB (its state, and an adapt50 snapshot of it when "
-            f"copies = 2) but {available / 1e9:.1f} GB is free; lower network.context_bits or nctl.pool_size, "
-            "drop the adapt50 variant, or use a machine with more memory")
+            f"{name} needs {copies} x {state / 1e9:.1f} GB ({held}) but {available / 1e9:.1f} GB is free; "
+            "lower network.context_bits or nctl.pool_size, drop the adapt50 variant, or use a machine with "
+            "more memory")
 
 
 def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None,
@@ -174,7 +176,7 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
-        check_memory(name, learner, stream.n_features, copies=2 if evaluate.ADAPT50 in exp.variants else 1)
+        check_memory(name, learner, stream.n_features, adapt=evaluate.ADAPT50 in exp.variants)
         protocol = dict(eval_every=exp.eval_every, max_test=exp.max_test, seed=seed)
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),
