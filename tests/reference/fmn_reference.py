@@ -1,157 +1,409 @@
-"""A literal, slow FMN over KT with pool updates, written from ALGORITHMS.md 4.2-4.4.
+"""A literal, slow Forget-Me-Not process, written from ``docs/algorithm.md`` §3-§4 and §5.3 only.
 
-One node object per tree level (no slot sharing), the top-down level posterior with ``s_D = 1``
-(3.3), Python floats. Reservoirs must be large enough to keep every example, so no randomness is
-involved: a segment reservoir is the whole segment and a lineage is its parent's followed by the
-segment.
+Only for tests. It shares nothing with the engine (``nctl`` is not imported) and is written to be
+read against the document, not to be fast:
+
+* one node object per tree level on the current root-to-leaf path (§3.2); levels that started at
+  the same step simply hold equal copies (no slot sharing, §3.5 is deliberately not used);
+* every node holds an explicit copy of the state of every member (a copy of each pool entry as it
+  was at the node's start, in pool order, then a fresh model, §4.1);
+* the PTW recursion over levels written out (``W_D = R_D``, ``W_j = lse(...)``, §3.2) and the level
+  posterior of §3.3 with the deepest level keeping its full mass;
+* the pool rules of §4.4-§4.8 as written: winner with the tie tolerance, refine on the parent's
+  lineage, skip test per example (default) or joint, add, the pool as a Python list in pool order
+  (a replace removes the parent and appends), capacity enforced once per step after every close;
+* pool entries are objects; a member keeps a reference to the entry it was copied from (its parent,
+  compared by identity) and a copy of that entry's lineage as it was when copied (§4.3).
+
+Reservoirs are assumed at least as long as the stream, so no reservoir ever samples: a segment
+reservoir is the whole segment and a stored lineage is the carried lineage followed by the
+segment's examples (§4.3, "if both fit in R everything is kept").
+
+The process is generic in its base model (an object with ``fresh``, ``copy``, ``p1``, ``logp`` and
+``learn``). ``KT`` below is the Krichevsky-Trofimov row model of §6 in Python floats;
+``tests/reference/nctl_literal.py`` plugs in the GGM of §1 for every neuron of a network.
+
+Step order (§4.2): ``predict`` then ``learn`` for step t, then ``boundary(t + 1)``, which is the
+boundary processing of step t + 1 done as soon as step t is learned (§4.2 last paragraph, §6.1:
+the state is always prepared).
 """
+
+from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-LOG_HALF = math.log(0.5)
+# ----------------------------------------------------------------------------- small helpers
 
 
-def kt_p1(counts):
-    zeros, ones = counts
-    return (ones + 0.5) / (zeros + ones + 1.0)
+def lse(values):
+    """log-sum-exp of a list of floats; -inf entries are allowed."""
+    finite = [v for v in values if v != -math.inf]
+    if not finite:
+        return -math.inf
+    peak = max(finite)
+    return peak + math.log(sum(math.exp(v - peak) for v in finite))
 
 
-def kt_logp(counts, x):
-    p1 = kt_p1(counts)
-    return math.log(p1 if x else 1.0 - p1)
+def softmax(values):
+    total = lse(values)
+    return [math.exp(v - total) if v != -math.inf else 0.0 for v in values]
 
 
-def kt_learn(counts, x):
-    return (counts[0] + (1 - x), counts[1] + x)
+def safe_log(p):
+    return math.log(p) if p > 0.0 else -math.inf
 
 
-@dataclass
-class Entry:
-    counts: tuple
-    time: int
-    version: int
+def ctz(n):
+    """number of trailing zero bits of n >= 1"""
+    return (n & -n).bit_length() - 1
+
+
+def exceeds(a, b, margin=0.0):
+    """§4.8: the comparison ``a - b > margin`` with differences that rounding can produce counted as
+    ties: ``a - b - margin > tau``, ``tau = 1e-9 max(1, |a|, |b|)``."""
+    return a - b - margin > 1e-9 * max(1.0, abs(a), abs(b))
+
+
+# ----------------------------------------------------------------------------- the KT row model
+
+
+class KT:
+    """Krichevsky-Trofimov counts ``(n0, n1)``; ``P(1) = (n1 + 1/2) / (n0 + n1 + 1)`` (§6)."""
+
+    def fresh(self):
+        return (0.0, 0.0)
+
+    def copy(self, state):
+        return tuple(state)
+
+    def p1(self, state, inp):
+        n0, n1 = state
+        return (n1 + 0.5) / (n0 + n1 + 1.0)
+
+    def logp(self, state, inp, x):
+        p1 = self.p1(state, inp)
+        return math.log(p1 if x else 1.0 - p1)
+
+    def learn(self, state, inp, x):
+        n0, n1 = state
+        return (n0 + (1 - x), n1 + x)
+
+
+# ----------------------------------------------------------------------------- the process
+
+
+@dataclass(eq=False)
+class PoolEntry:
+    """A remembered model state (§4.1). ``age``: the step of its add or replace (§4.5).
+    ``lineage``: the record ids its lineage was trained on (§4.3). Never modified once created."""
+
+    state: object
+    age: int
     lineage: list
 
 
-@dataclass
+@dataclass(eq=False)
 class Member:
-    counts: tuple
+    """One member of a node mixture (§4.1).
+
+    ``state``: the member's own trained state. In bounded mode (§5.3) it is None while the member
+    holds no trained rows, and the member then predicts with ``source``.
+    ``source``: the state it was copied from (a frozen copy of the parent entry's state at the
+    node's start), or the initial state for the fresh model.
+    ``parent``: the pool entry it was copied from (None for the fresh model).
+    ``lineage``: the lineage it carries: the parent's lineage as it was when copied, [] if fresh.
+    """
+
+    state: object
+    source: object
+    parent: PoolEntry | None
+    lineage: list
     log_prior: float
-    source: int | None  # pool slot it was copied from
-    source_version: int | None
-    loglik: float = 0.0
+    loglik: float = 0.0  # L_m: log likelihood of the node's segment so far
+
+    def current(self):
+        return self.state if self.state is not None else self.source
 
 
-@dataclass
+@dataclass(eq=False)
 class Node:
+    """The node of one tree level on the current path (§3.2), with its mixture (§4.1)."""
+
     start: int
     members: list
-    log_b: float = 0.0
-    segment: list = field(default_factory=list)
+    log_b: float = 0.0  # B_j
+    segment: list = field(default_factory=list)  # record ids of the segment (its whole reservoir)
 
     def log_r(self):
-        return _logsumexp([m.log_prior + m.loglik for m in self.members])
+        """R_j = lse_m(log lambda_m + L_m)"""
+        return lse([m.log_prior + m.loglik for m in self.members])
+
+    def posterior(self):
+        """alpha_m = softmax_m(log lambda_m + L_m)"""
+        return softmax([m.log_prior + m.loglik for m in self.members])
 
 
-def _logsumexp(values):
-    values = [v for v in values if v != -math.inf]
-    if not values:
-        return -math.inf
-    peak = max(values)
-    return peak + math.log(sum(math.exp(v - peak) for v in values))
+class LiteralFMN:
+    """One FMN process (a sequence predictor, or one neuron of a network) over ``base``.
+
+    ``example(rid)`` returns ``(inp, x)`` for a stored record id: what the base model needs to
+    recompute a prediction on that record, and its target.
+    """
+
+    def __init__(self, base, example, *, pool_size, min_segment, depth=None, split_prob=0.5,
+                 refine_threshold=0.0, skip_threshold=0.0, joint_evidence=False, eviction="fifo",
+                 trained_members=None, initial_pool=()):
+        if eviction not in ("fifo", "spacing"):
+            raise ValueError(eviction)
+        if trained_members is not None and not 1 <= trained_members <= pool_size + 1:
+            raise ValueError("trained_members must be in 1..pool_size + 1 (pool_size + 1 is exact FMN)")
+        self.base, self.example = base, example
+        self.k, self.min_segment = pool_size, min_segment
+        self.growing = depth is None
+        self.D = 0 if depth is None else depth
+        self.s = split_prob
+        self.alpha, self.beta = refine_threshold, skip_threshold
+        self.joint, self.eviction = joint_evidence, eviction
+        self.bounded = trained_members
+        # initial pool entries: age 0 and an empty lineage (they were trained on no stored example)
+        self.pool = [PoolEntry(base.copy(c), 0, []) for c in initial_pool]
+        self.events = {"refine": 0, "skip": 0, "add": 0, "evict": 0}
+        self.nodes = [self.new_node(1) for _ in range(self.D + 1)]
+
+    # ------------------------------------------------------------------ tree (§3)
+
+    def log_s(self):
+        return safe_log(self.s)
+
+    def log_1ms(self):
+        return safe_log(1.0 - self.s)
+
+    def log_weights(self):
+        """[W_0, ..., W_D] from the current R and B: W_D = R_D, W_j = lse(log(1-s) + R_j, log s + B_j + W_{j+1})."""
+        W = [0.0] * (self.D + 1)
+        W[self.D] = self.nodes[self.D].log_r()
+        for j in range(self.D - 1, -1, -1):
+            node = self.nodes[j]
+            W[j] = lse([self.log_1ms() + node.log_r(), self.log_s() + node.log_b + W[j + 1]])
+        return W
+
+    def evidence(self):
+        """W_0 = log FMN of the tree as it is now."""
+        return self.log_weights()[0]
+
+    def level_posterior(self):
+        """§3.3: pi_j = softmax_j(Lambda_j + R_j), Lambda_j = sum_{l<j} (log s + B_l) + [j < D] log(1 - s)."""
+        scores = []
+        for j, node in enumerate(self.nodes):
+            lam = sum(self.log_s() + self.nodes[l].log_b for l in range(j))
+            if j < self.D:
+                lam += self.log_1ms()
+            scores.append(lam + node.log_r())
+        return softmax(scores)
+
+    # ------------------------------------------------------------------ node mixtures (§4.1)
+
+    def new_node(self, start):
+        """A node started at ``start``: a copy of every pool entry as it is now, in pool order, then a
+        fresh model. Priors: fresh 1/2 and each stored copy 1/(2|M|); with an empty pool fresh gets 1."""
+        base = self.base
+        members = []
+        for entry in self.pool:
+            own = None if self.bounded else base.copy(entry.state)
+            members.append(Member(own, base.copy(entry.state), entry, list(entry.lineage),
+                                  -math.log(2.0 * len(self.pool))))
+        fresh_prior = math.log(0.5) if self.pool else 0.0
+        members.append(Member(None if self.bounded else base.fresh(), base.fresh(), None, [], fresh_prior))
+        return Node(start, members)
+
+    def copy_node(self, node):
+        members = [Member(None if m.state is None else self.base.copy(m.state), m.source, m.parent,
+                          list(m.lineage), m.log_prior, m.loglik) for m in node.members]
+        return Node(node.start, members, node.log_b, list(node.segment))
+
+    # ------------------------------------------------------------------ one step (§4.2)
+
+    def choose_trained(self):
+        """Bounded mode (§5.3): in every node only the B members with the largest posterior weight
+        learn (ties: lower member index). A member that drops out loses its trained state and
+        returns to its source; one that (re)enters starts from a copy of its source."""
+        if not self.bounded:
+            return
+        for node in self.nodes:
+            scores = [m.log_prior + m.loglik for m in node.members]
+            ranked = sorted(range(len(scores)), key=lambda m: (-scores[m], m))
+            top = set(ranked[: self.bounded])
+            for m, member in enumerate(node.members):
+                if m not in top:
+                    member.state = None
+                elif member.state is None:
+                    member.state = self.base.copy(member.source)
+
+    def predict(self, inp):
+        """P(x_t = 1 | x_<t) = sum_j pi_j nu_j(1), nu_j(1) = sum_m alpha_m q_m (§3.3, §4.1)."""
+        self.choose_trained()
+        pi = self.level_posterior()
+        total = 0.0
+        for pi_j, node in zip(pi, self.nodes):
+            nu = sum(a * float(self.base.p1(m.current(), inp)) for a, m in zip(node.posterior(), node.members))
+            total += pi_j * nu
+        return total
+
+    def learn(self, inp, x, rid):
+        """Every member adds log q_m(x) to L_m; members holding a trained state update it; the record
+        joins every level's segment."""
+        for node in self.nodes:
+            for m in node.members:
+                m.loglik += self.base.logp(m.current(), inp, x)
+                if m.state is not None:
+                    m.state = self.base.learn(m.state, inp, x)
+            node.segment.append(rid)
+
+    def boundary(self, t):
+        """§4.2 step 1 for step t >= 2 (growth §3.4, closes §3.2, pool §4.4-§4.7, restarts)."""
+        if self.growing and t == 2**self.D + 1:
+            # the tree becomes the left child of a new root that starts at step 1 and shares the old
+            # root's model; every level index shifts by one
+            self.nodes.insert(0, self.copy_node(self.nodes[0]))
+            self.D += 1
+        if t - 1 >= 2**self.D:
+            raise ValueError(f"step {t} is beyond the fixed tree of depth {self.D}")
+        c = self.D - ctz(t - 1)
+        W = self.log_weights()
+        self.nodes[c - 1].log_b = W[c]  # the node at level c-1 has completed its left child
+        for j in range(c, self.D + 1):  # closing levels, longest segment first (§4.4)
+            node = self.nodes[j]
+            if node.segment and 2 ** (self.D - j) >= self.min_segment:
+                self.update_pool(node, t)
+        self.enforce_capacity(t)
+        for j in range(c, self.D + 1):
+            self.nodes[j] = self.new_node(t)
+
+    # ------------------------------------------------------------------ pool (§4.4-§4.7)
+
+    def score(self, state, rids):
+        """Total log likelihood of a frozen state on stored records."""
+        total = 0.0
+        for rid in rids:
+            inp, x = self.example(rid)
+            total += self.base.logp(state, inp, x)
+        return total
+
+    def in_pool(self, entry):
+        return any(e is entry for e in self.pool)
+
+    def update_pool(self, node, t):
+        """UPDATEMODELPOOL (§4.5) for the node of one closing level."""
+        members = node.members
+        # 1. winner: largest L_m, ties (§4.8) to the lowest member index
+        win = 0
+        for m in range(1, len(members)):
+            if exceeds(members[m].loglik, members[win].loglik):
+                win = m
+        winner = members[win]
+        if self.bounded and winner.state is None:  # §5.3: its state is its source, already stored
+            self.events["skip"] += 1
+            return
+        state = winner.state
+        stored_lineage = winner.lineage + node.segment  # §4.3 with R >= stream: keep everything
+        # 2. refine: the winner is a stored copy whose parent is still in the pool
+        parent = winner.parent
+        if parent is not None and self.in_pool(parent):
+            gain_new = self.score(state, parent.lineage)
+            gain_old = self.score(parent.state, parent.lineage)
+            if exceeds(gain_new, gain_old, self.alpha):
+                self.pool.remove(parent)
+                self.pool.append(PoolEntry(self.base.copy(state), t, stored_lineage))
+                self.events["refine"] += 1
+                return
+        # 3. skip: does the current pool already explain the segment?
+        if self.pool:
+            e1 = self.score(state, node.segment)
+            log_m = math.log(len(self.pool))
+            if self.joint:
+                e0 = lse([self.score(e.state, node.segment) for e in self.pool]) - log_m
+            else:
+                e0 = 0.0
+                for rid in node.segment:
+                    inp, x = self.example(rid)
+                    e0 += lse([self.base.logp(e.state, inp, x) for e in self.pool]) - log_m
+            if exceeds(e0, e1, self.beta):
+                self.events["skip"] += 1
+                return
+        # 4. add
+        self.pool.append(PoolEntry(self.base.copy(state), t, stored_lineage))
+        self.events["add"] += 1
+
+    def enforce_capacity(self, t):
+        """§4.7, once per step after every close of the step."""
+        k = self.k
+        if self.eviction == "fifo":
+            if len(self.pool) > k:
+                ages = sorted((e.age for e in self.pool), reverse=True)  # youngest to oldest
+                cutoff = ages[k]
+                kept = [e for e in self.pool if e.age > cutoff]
+                self.events["evict"] += len(self.pool) - len(kept)
+                self.pool = kept
+            return
+        while len(self.pool) > k:  # spacing
+            older = [e for e in self.pool if e.age < t]  # stored before this step
+            # ages in increasing order; equal ages in pool order (earlier in the pool = older)
+            older.sort(key=lambda e: (e.age, self.pool.index(e)))
+            candidates = range(1, len(older))  # every one but the oldest
+            if candidates:
+                ages = [e.age for e in older] + [t]
+                best = min(candidates, key=lambda i: (ages[i + 1] - ages[i - 1], i))
+                victim = older[best]
+            else:
+                victim = next(e for e in self.pool if e.age == t)
+            self.pool.remove(victim)
+            self.events["evict"] += 1
+
+
+EVENT_KINDS = ("refine", "skip", "add", "evict")
+
+
+def event_row(events):
+    return [events[kind] for kind in EVENT_KINDS]
+
+
+# ----------------------------------------------------------------------------- the sequence predictor
+
+
+@dataclass
+class FMNRun:
+    p1: list  # P(x_t = 1 | x_<t)
+    log_px: list  # log P(x_t | x_<t)
+    evidence: list  # W_0 after learning x_t (the tree as it is at step t)
+    events: list  # cumulative [refine, skip, add, evict] after step t, boundary of t + 1 included
+    events_unprepared: list  # the same, before the boundary of step t + 1
+    pool: list  # final pool (after the boundary of step n + 1): KT counts in pool order
 
 
 class ReferenceFMN:
-    def __init__(self, capacity, min_segment, joint=True, depth=0, eviction="fifo"):
-        self.k, self.min_segment, self.joint, self.depth = capacity, min_segment, joint, depth
-        self.eviction = eviction
-        self.pool = [None] * capacity
-        self.t = 0
-        self.nodes = [self._new_node(1) for _ in range(depth + 1)]
+    """The literal FMN over KT (§4, §6) with reservoirs at least as long as the stream."""
 
-    def _new_node(self, start):
-        stored = [(i, e) for i, e in enumerate(self.pool) if e is not None]
-        members = [Member(e.counts, -math.log(2 * len(stored)), i, e.version) for i, e in stored]
-        members.append(Member((0.0, 0.0), LOG_HALF if stored else 0.0, None, None))
-        return Node(start, members)
+    def __init__(self, depth=None, pool_size=15, min_segment=32, refine_threshold=0.0, skip_threshold=0.0,
+                 joint_evidence=False, eviction="fifo", initial_pool=(), split_prob=0.5, trained_members=None):
+        self.kwargs = dict(depth=depth, pool_size=pool_size, min_segment=min_segment, split_prob=split_prob,
+                           refine_threshold=refine_threshold, skip_threshold=skip_threshold,
+                           joint_evidence=joint_evidence, eviction=eviction, trained_members=trained_members,
+                           initial_pool=tuple(tuple(float(v) for v in c) for c in initial_pool))
 
-    def _weight(self, j):
-        """W_j from the current state, bottom-up."""
-        w = self.nodes[self.depth].log_r()
-        for level in range(self.depth - 1, j - 1, -1):
-            node = self.nodes[level]
-            w = _logsumexp([LOG_HALF + node.log_r(), LOG_HALF + node.log_b + w])
-        return w
-
-    def _pool_update(self, node, t):
-        winner = max(range(len(node.members)), key=lambda m: (node.members[m].loglik, -m))
-        member = node.members[winner]
-        slot = member.source
-        parent = self.pool[slot] if slot is not None else None
-        current = parent is not None and parent.version == member.source_version
-        if current:
-            gain = sum(kt_logp(member.counts, x) - kt_logp(parent.counts, x) for x in parent.lineage)
-            if gain > 0:
-                self.pool[slot] = Entry(member.counts, t, parent.version + 1, parent.lineage + node.segment)
-                return
-        valid = [e for e in self.pool if e is not None]
-        if valid:
-            e1 = sum(kt_logp(member.counts, x) for x in node.segment)
-            if self.joint:
-                e0 = _logsumexp([sum(kt_logp(e.counts, x) for x in node.segment) for e in valid])
-                e0 -= math.log(len(valid))
-            else:
-                e0 = sum(_logsumexp([kt_logp(e.counts, x) for e in valid]) - math.log(len(valid))
-                         for x in node.segment)
-            if e0 > e1:
-                return
-        lineage = (parent.lineage if current else []) + node.segment
-        if None in self.pool:
-            target = self.pool.index(None)
-        elif self.eviction == "fifo":
-            target = min(range(self.k), key=lambda i: (self.pool[i].time, i))
-        else:  # spacing: drop the entry whose neighbours in time (the new state at t) are closest
-            order = sorted(range(self.k), key=lambda i: (self.pool[i].time, i))
-            times = [self.pool[i].time for i in order] + [t]
-            gaps = [(times[j + 1] - times[j - 1], j) for j in range(1, self.k)]
-            target = order[min(gaps)[1]] if gaps else order[0]
-        old = self.pool[target]
-        self.pool[target] = Entry(member.counts, t, (old.version if old else 0) + 1, lineage)
-
-    def step(self, x):
-        """Process one bit; return P(x_t = 1 | x_<t) and log FMN(x_{1:t})."""
-        self.t += 1
-        t = self.t
-        if t >= 2:
-            ctz = ((t - 1) & -(t - 1)).bit_length() - 1
-            i = self.depth - 1 - ctz
-            w_c = self._weight(i + 1)
-            closing = list(range(i + 1, self.depth + 1))
-            for j in closing:
-                if self.k and 2 ** (self.depth - j) >= self.min_segment:
-                    self._pool_update(self.nodes[j], t)
-            if i < 0:  # grow: the old tree becomes the left child of a new root
-                root = self.nodes[0]
-                copy = Node(root.start, [Member(m.counts, m.log_prior, m.source, m.source_version, m.loglik)
-                                         for m in root.members], root.log_b, list(root.segment))
-                self.nodes.insert(0, copy)
-                self.depth += 1
-                i = 0
-            self.nodes[i].log_b = w_c
-            for j in range(i + 1, self.depth + 1):
-                self.nodes[j] = self._new_node(t)
-        # top-down level posterior with s_D = 1
-        p1, remaining = 0.0, 1.0
-        for j, node in enumerate(self.nodes):
-            stop = 1.0 if j == self.depth else math.exp(LOG_HALF + node.log_r() - self._weight(j))
-            pi = remaining * stop
-            remaining *= 1.0 - stop
-            alphas = [math.exp(m.log_prior + m.loglik - node.log_r()) for m in node.members]
-            p1 += pi * sum(a * kt_p1(m.counts) for a, m in zip(alphas, node.members))
-        for node in self.nodes:
-            for m in node.members:
-                m.loglik += kt_logp(m.counts, x)
-                m.counts = kt_learn(m.counts, x)
-            node.segment.append(x)
-        return p1, self._weight(0)
+    def run(self, bits):
+        bits = [int(b) for b in bits]
+        fmn = LiteralFMN(KT(), lambda rid: (None, bits[rid]), **self.kwargs)
+        out = FMNRun([], [], [], [], [], [])
+        for t, x in enumerate(bits, start=1):
+            p1 = fmn.predict(None)
+            out.p1.append(p1)
+            out.log_px.append(math.log(p1 if x else 1.0 - p1))
+            fmn.learn(None, x, t - 1)
+            out.evidence.append(fmn.evidence())
+            out.events_unprepared.append(event_row(fmn.events))
+            if fmn.growing or t < 2**fmn.D:  # a fixed tree of 2^D steps has no step 2^D + 1
+                fmn.boundary(t + 1)
+            out.events.append(event_row(fmn.events))
+        out.pool = [tuple(e.state) for e in fmn.pool]
+        return out
