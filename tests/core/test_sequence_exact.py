@@ -52,12 +52,12 @@ def test_fmn_with_fixed_pool_equals_enumeration_of_segmentations_and_members(dep
         bits = list(rng.integers(0, 2, 8))
         pool = [tuple(float(c) for c in rng.integers(0, 6, 2)) for _ in range(rng.integers(0, 3))]
         # min_segment beyond 2^3 keeps the pool fixed: no segment is ever long enough to update it
-        fmn = FMN(depth=depth, pool_size=2, min_segment=16, initial_pool=tuple(pool))
-        _, _, log_px, evidence = fmn.run(np.array(bits))
-        brute = lambda b, d: fmn_fixed_pool_log_prob(b, d, pool)
+        run = FMN(depth=depth, pool_size=2, min_segment=16, initial_pool=tuple(pool)).run(np.array(bits))
+        brute = lambda b, d: fmn_fixed_pool_log_prob(b, d, pool)  # noqa: E731
         want = [brute(bits[:n], depth or anytime_depth(n)) for n in range(1, 9)]
-        np.testing.assert_allclose(evidence, want, rtol=0, atol=1e-9)
-        np.testing.assert_allclose(np.cumsum(log_px), sequential_log_probs(bits, brute, depth), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(run.evidence, want, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(np.cumsum(run.log_px), sequential_log_probs(bits, brute, depth), rtol=0, atol=1e-9)
+        assert [tuple(c) for c in run.pool] == pool
 
 
 def recurring_bits(rng, lengths=(20, 12, 33, 7), repeats=5, flip=0.1):
@@ -66,22 +66,103 @@ def recurring_bits(rng, lengths=(20, 12, 33, 7), repeats=5, flip=0.1):
     return np.where(rng.random(len(bits)) < flip, 1 - bits, bits)
 
 
-@pytest.mark.parametrize(
-    "capacity, min_segment, joint, depth, eviction",
-    [(1, 1, True, None, "fifo"), (2, 4, True, None, "fifo"), (3, 2, False, None, "fifo"), (3, 8, True, 9, "fifo"),
-     (4, 1, False, 10, "fifo"), (3, 2, True, None, "spacing"), (4, 1, False, 10, "spacing")],
-)
-def test_fmn_pool_updates_match_literal_reference(capacity, min_segment, joint, depth, eviction):
-    rng = np.random.default_rng(capacity * 10 + min_segment)
+def random_recurring_bits(rng, n):
+    """Segments of random lengths whose rates recur (a few coins visited again and again)."""
+    coins = rng.choice([0.03, 0.25, 0.6, 0.97], size=3, replace=False)
+    rates = np.repeat(rng.choice(coins, size=24), rng.integers(3, 24, size=24))
+    return (rng.random(n) < np.resize(rates, n)).astype(np.int64)
+
+
+def assert_same_decisions(run, reference):
+    """Cumulative (refine, skip, add, evict) after every step equal the reference's.
+
+    docs/algorithm.md does not say whether ``events[t]`` is observed before or after the boundary
+    processing of step t + 1, which the engine performs at the end of step t (§4.2, §6.1); both
+    exact sequences are accepted, nothing in between.
+    """
+    got = np.asarray(run.events)
+    assert got.shape == (len(reference.events), 4)
+    for want in (reference.events, reference.events_unprepared):
+        if np.array_equal(got, want):
+            return
+    want = np.asarray(reference.events)
+    t = int(np.argmax(np.any(got != want, axis=1)))
+    raise AssertionError(f"decisions differ first after step {t + 1}: got {got[t]}, reference {want[t]} "
+                         f"(before the next boundary: {reference.events_unprepared[t]})")
+
+
+SETTINGS = [  # (pool_size, min_segment, joint_evidence, depth, eviction)
+    (1, 1, True, None, "fifo"), (2, 4, True, None, "fifo"), (3, 2, False, None, "fifo"), (3, 8, True, 9, "fifo"),
+    (4, 1, False, 10, "fifo"), (3, 2, True, None, "spacing"), (4, 1, False, 10, "spacing"),
+]
+
+
+@pytest.mark.parametrize("pool_size, min_segment, joint, depth, eviction", SETTINGS)
+def test_fmn_matches_the_literal_reference_step_for_step(pool_size, min_segment, joint, depth, eviction):
+    """With reservoirs at least as long as the stream nothing is sampled: predictions, evidence,
+    decisions after every step and the final pool (in pool order) are those of the literal FMN."""
+    rng = np.random.default_rng(pool_size * 10 + min_segment)
     bits = recurring_bits(rng)
-    reference = ReferenceFMN(capacity, min_segment, joint, depth or 0, eviction)
-    want = np.array([reference.step(int(x)) for x in bits])
-    fmn = FMN(depth=depth, pool_size=capacity, min_segment=min_segment, reservoir_size=len(bits),
-              joint_evidence=joint, eviction=eviction)
-    state, p1, _, evidence = fmn.run(bits)
-    np.testing.assert_allclose(p1, want[:, 0], rtol=0, atol=1e-9)
-    np.testing.assert_allclose(evidence, want[:, 1], rtol=0, atol=1e-9)
-    assert int(np.sum(state.pool.valid)) == sum(e is not None for e in reference.pool) > 0
+    kwargs = dict(depth=depth, pool_size=pool_size, min_segment=min_segment, joint_evidence=joint,
+                  eviction=eviction)
+    reference = ReferenceFMN(**kwargs).run(bits)
+    run = FMN(**kwargs, reservoir_size=len(bits)).run(bits)
+    np.testing.assert_allclose(run.p1, reference.p1, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(run.log_px, reference.log_px, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
+    assert_same_decisions(run, reference)
+    assert [tuple(c) for c in run.pool] == reference.pool
+    assert min(reference.events[-1]) > 0  # every kind of decision was exercised
+
+
+RANDOM_SETTINGS = [
+    dict(pool_size=3, min_segment=2, depth=None),
+    dict(pool_size=2, min_segment=1, depth=None, joint_evidence=True, eviction="spacing"),
+    dict(pool_size=4, min_segment=4, depth=8, joint_evidence=True),
+    dict(pool_size=1, min_segment=1, depth=8, eviction="spacing"),
+    dict(pool_size=3, min_segment=2, depth=None, refine_threshold=0.05, skip_threshold=-0.2),
+]
+
+
+@pytest.mark.parametrize("case", range(len(RANDOM_SETTINGS)))
+def test_fmn_makes_the_decisions_of_the_literal_reference_on_random_recurring_strings(case):
+    settings = RANDOM_SETTINGS[case]
+    rng = np.random.default_rng(100 + case)
+    totals = np.zeros(4, np.int64)
+    for _ in range(10):
+        bits = random_recurring_bits(rng, 160)
+        reference = ReferenceFMN(**settings).run(bits)
+        run = FMN(**settings, reservoir_size=160).run(bits)
+        np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
+        assert_same_decisions(run, reference)
+        assert [tuple(c) for c in run.pool] == reference.pool
+        totals += reference.events[-1]
+    assert totals[2] > 0 and totals[3] > 0 and totals[0] + totals[1] > 0
+
+
+# (a, b, segment): KT states (a, b) and (b, a) give a segment with as many zeros as ones the same
+# probability (it depends only on the counts), yet summing the per-step logs in floating point
+# makes (b, a) look larger by an ulp or two on each of these
+TIES = [(1, 2, (0, 0, 1, 1)), (2, 3, (0, 1, 1, 0)), (3, 4, (0, 1, 0, 1)), (4, 5, (0, 0, 1, 1)), (3, 8, (1, 0, 1, 0))]
+
+
+@pytest.mark.parametrize("a, b, segment", TIES)
+def test_an_exact_winner_tie_goes_to_the_lower_member_index(a, b, segment):
+    """§4.5, §4.8: pool [(a, b), (b, a)]; the 4-step segment closing at step 5 is the only one long
+    enough to update the pool. Both stored members have the same segment log likelihood, so the
+    winner is member 0, the copy of (a, b), and what is added is (a, b) plus the segment's counts."""
+    zeros, ones = segment.count(0), segment.count(1)
+    assert zeros == ones
+    bits = np.array(list(segment) + [1, 0])  # the boundaries of steps 6 and 7 update nothing
+    kwargs = dict(depth=3, pool_size=3, min_segment=4, initial_pool=((a, b), (b, a)),
+                  skip_threshold=10.0)  # the skip test can not stop the add
+    winner = (float(a + zeros), float(b + ones))
+    want_pool = [(float(a), float(b)), (float(b), float(a)), winner]
+    reference = ReferenceFMN(**kwargs).run(bits)
+    assert reference.pool == want_pool and reference.events[-1] == [0, 0, 1, 0]
+    run = FMN(**kwargs, reservoir_size=8).run(bits)
+    assert [tuple(float(v) for v in c) for c in run.pool] == want_pool
+    assert list(np.asarray(run.events)[-1]) == [0, 0, 1, 0]
 
 
 def test_fmn_without_pool_is_ptw():
@@ -96,7 +177,7 @@ def test_log_probs_are_the_predictive_code_length_and_the_evidence_of_a_fixed_tr
     step_logp = np.log(np.where(bits == 1, p1, 1.0 - p1))
     log_probs = predictor.log_probs(bits)
     np.testing.assert_allclose(np.cumsum(step_logp), log_probs, rtol=1e-12, atol=1e-9)
-    evidence = predictor.log_evidence(bits) if isinstance(predictor, PTW) else predictor.run(bits)[3]
+    evidence = predictor.log_evidence(bits) if isinstance(predictor, PTW) else predictor.run(bits).evidence
     if predictor.depth is not None:  # no growth: the sequential code length is the tree's evidence
         np.testing.assert_allclose(log_probs, evidence, rtol=0, atol=1e-9)
     else:  # each growth of the root moves the evidence by at most one bit
