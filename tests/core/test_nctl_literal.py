@@ -1,0 +1,130 @@
+"""``nctl.NCTL`` against the literal network of ``tests/reference/nctl_literal.py``.
+
+The reference shares no code with the engine: it is written from ``docs/algorithm.md`` alone and
+takes only the random gating hyperplanes from the learner. On tiny networks (2-3 inputs, 1-2
+layers, 2 context bits), pool sizes 0-3, ``min_segment`` 1-4, binary and 3 classes, fixed and
+growing depth, per-example and joint skip evidence, fifo and spacing eviction and bounded mode,
+each run through both code paths of the engine, with reservoirs at least as long as the stream
+(nothing is sampled): every prediction agrees within 1e-6 and the pool event counts of every
+neuron are equal, after half the stream and at its end.
+"""
+
+import numpy as np
+import pytest
+
+import nctl
+from tests.reference.fmn_reference import EVENT_KINDS
+from tests.reference.nctl_literal import LiteralNCTL
+
+STEPS = 80  # checked after STEPS // 2 and STEPS
+SHARED = dict(context_bits=2, learning_rate=0.1, reservoir_size=STEPS, seed=3)
+
+CASES = {  # id -> (n_features, learner settings)
+    "k0-binary-grow-L1": (3, dict(layer_sizes=(2, 1), pool_size=0, min_segment=1, depth=None)),
+    "k0-3class-D7-L2-joint-spacing-uniform": (2, dict(layer_sizes=(2, 1), pool_size=0, min_segment=2, depth=7,
+                                                      n_classes=3, joint_evidence=True, eviction="spacing",
+                                                      weight_init="uniform")),
+    "k1-3class-D7-L2-joint-1layer-uniform": (2, dict(layer_sizes=(1,), pool_size=1, min_segment=2, depth=7,
+                                                     n_classes=3, joint_evidence=True, weight_init="uniform")),
+    "k2-binary-grow-L1-spacing": (2, dict(layer_sizes=(2, 1), pool_size=2, min_segment=1, depth=None,
+                                          eviction="spacing")),
+    "k3-binary-D7-L2": (3, dict(layer_sizes=(2, 1), pool_size=3, min_segment=2, depth=7)),
+    "k3-3class-grow-L4-joint-spacing": (3, dict(layer_sizes=(2, 1), pool_size=3, min_segment=4, depth=None,
+                                                n_classes=3, joint_evidence=True, eviction="spacing")),
+    "k2-binary-D7-L1-bounded1": (3, dict(layer_sizes=(2, 1), pool_size=2, min_segment=1, depth=7,
+                                         trained_members=1)),
+    "k3-3class-grow-L2-spacing-bounded2-1layer": (2, dict(layer_sizes=(1,), pool_size=3, min_segment=2, depth=None,
+                                                          n_classes=3, eviction="spacing", trained_members=2,
+                                                          weight_init="uniform")),
+}
+
+
+def recurring_stream(n, n_features, n_classes, seed=0, period=16):
+    """Two concepts taking turns every ``period`` steps (a label rule and its mirror image)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_features)).astype(np.float32)
+    s = X[:, 0] + 0.5 * X[:, 1]
+    s = np.where((np.arange(n) // period) % 2 == 1, -s, s)
+    y = (s > 0).astype(np.int64) if n_classes == 2 else np.digitize(s, [-0.5, 0.5]).astype(np.int64)
+    return X, y
+
+
+def settings(case):
+    n_features, kwargs = CASES[case]
+    return n_features, {**SHARED, **kwargs}
+
+
+def as_nested_arrays(hyperplanes):
+    return tuple(tuple((np.asarray(normals, np.float32), np.asarray(offsets, np.float32))
+                       for normals, offsets in network) for network in hyperplanes)
+
+
+def run_reference(case, hyperplanes):
+    n_features, kwargs = settings(case)
+    X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
+    reference_kwargs = {k: v for k, v in kwargs.items() if k not in ("reservoir_size", "seed")}
+    net = LiteralNCTL(hyperplanes, n_features=n_features, **reference_kwargs)
+    half = STEPS // 2
+    first = net.run(X[:half], y[:half])
+    events_half = net.pool_events()
+    rest = net.run(X[half:], y[half:])
+    return np.concatenate([first, rest]), events_half, net.pool_events()
+
+
+_REFERENCE_RUNS = {}
+
+
+def reference_run(case, hyperplanes):
+    """(predictions, pool events after STEPS // 2 steps, pool events after STEPS) of the literal network
+    with these hyperplanes; kept per case and hyperplanes, so both code paths share one run."""
+    hyperplanes = as_nested_arrays(hyperplanes)
+    key = (case, b"".join(a.tobytes() for network in hyperplanes for layer in network for a in layer))
+    if key not in _REFERENCE_RUNS:
+        _REFERENCE_RUNS[key] = run_reference(case, hyperplanes)
+    return _REFERENCE_RUNS[key]
+
+
+def assert_same_events(got, want, when):
+    got = [[np.asarray(layer) for layer in network] for network in got]
+    assert len(got) == len(want), when
+    for k, (got_net, want_net) in enumerate(zip(got, want)):
+        assert len(got_net) == len(want_net), when
+        for i, (g, w) in enumerate(zip(got_net, want_net)):
+            assert g.shape == w.shape, (when, k, i)
+            assert np.array_equal(g, w), f"{when}: network {k} layer {i}: got\n{g}\nreference\n{w} ({EVENT_KINDS})"
+
+
+@pytest.fixture(params=["vectorised", "per-slot"])
+def code_path(request, monkeypatch):
+    import nctl.core.engine
+
+    if request.param == "per-slot":
+        monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_nctl_matches_the_literal_network(case, code_path):
+    n_features, kwargs = settings(case)
+    learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
+    X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
+    want, events_half, events_end = reference_run(case, learner.hyperplanes(n_features))
+    half = STEPS // 2
+    first = np.asarray(learner.learn_many(X[:half], y[:half]))
+    assert_same_events(learner.pool_events(), events_half, f"after {half} steps")
+    got = np.concatenate([first, np.asarray(learner.learn_many(X[half:], y[half:]))])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert_same_events(learner.pool_events(), events_end, f"after {STEPS} steps")
+
+
+def test_the_cases_exercise_every_pool_event():
+    """Across the cases every kind of decision happens (and every case with a pool adds states)."""
+    totals = np.zeros(len(EVENT_KINDS), np.int64)
+    for case in CASES:
+        n_features, kwargs = settings(case)
+        _, _, events = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))
+        case_totals = sum(layer.sum(axis=0) for network in events for layer in network)
+        assert kwargs["pool_size"] == 0 or case_totals[EVENT_KINDS.index("add")] > 0, case
+        totals += case_totals
+    assert np.all(totals > 0), dict(zip(EVENT_KINDS, totals))
