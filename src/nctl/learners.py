@@ -27,11 +27,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import gln, mixing, network, tree
+from nctl.core import engine, gln, mixing, tree
 from nctl.core.pool import PoolConfig
-from nctl.inspect import boundaries
+from nctl.core.rows import GGMRows
 
-SAVE_FORMAT = 2  # version of the save file layout (2: NCTL pool provenance, pool_born and pool_events)
+SAVE_FORMAT = 3  # version of the save file layout (3: the v2 NCTL engine; GLN states are unchanged since 2)
+READABLE_FORMATS = {"GLN": (2, 3), "NCTL": (3,)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -177,9 +178,13 @@ def load(path):
         raise FileNotFoundError(f"no saved learner at {path}")
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
-        if meta.get("format") != SAVE_FORMAT:
-            raise ValueError(f"{path}: unsupported save format {meta.get('format')}")
         classes = {"GLN": GLN, "NCTL": NCTL}
+        kind, fmt = meta.get("class"), meta.get("format")
+        if kind not in classes:
+            raise ValueError(f"{path}: not an nctl learner (class {kind!r})")
+        if fmt not in READABLE_FORMATS[kind]:
+            raise ValueError(f"{path}: an {kind} saved in format {fmt}; this version of nctl reads {kind} saves "
+                             f"of format {READABLE_FORMATS[kind]} (the NCTL engine changed in format 3): retrain it")
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
         learner = classes[meta["class"]](**params)
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
@@ -273,31 +278,18 @@ class GLN(_OnlineLearner):
 
 # ----------------------------------------------------------------------------- NCTL
 
-
-@partial(jax.jit, static_argnums=(4,), donate_argnums=(0,))
-def _nctl_chunk(state, Z, Y, n, cfg):
-    return network.run_chunk(state, Z, Y, n, cfg)
-
-
-_nctl_chunk_traced = jax.jit(boundaries.run_chunk_traced, static_argnums=(4,), donate_argnums=(0,))
-_nctl_segments = jax.jit(boundaries.segment_posterior, static_argnums=(1,))
-_nctl_prepare = jax.jit(network.prepare, static_argnums=(1,), donate_argnums=(0,))
-_nctl_reserve = jax.jit(network.reserve, static_argnums=(1,), donate_argnums=(0,))
-
-
-@partial(jax.jit, static_argnums=(2,))
-def _nctl_predict(state, Z, cfg):
-    return jax.lax.map(lambda z: network.predict(state, z, cfg), Z)
+DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 
 
 @dataclass(eq=False)
 class NCTL(_OnlineLearner):
-    """Neural Combinatorial Transfer Learning (NCTL section 4): a GLN whose every neuron is a
+    """Neural Combinatorial Transfer Learning (docs/algorithm.md §5): a GLN whose every neuron is a
     Forget-Me-Not process over its GGM, mixing remembered solutions over segmentations of time.
 
     ``depth=None`` grows the tree with the stream (anytime); a known stream length ``n`` is best
     served by ``depth = ceil(log2 n)``. ``split_prob = 0`` puts all prior mass on one segment, which
-    makes NCTL a GLN.
+    makes NCTL a GLN. ``trained_members = B`` trains only the ``B`` most probable members of every
+    node (bounded mode, §5.3; ``None``: exact NCTL).
     """
 
     layer_sizes: tuple = (50, 25, 1)
@@ -309,7 +301,7 @@ class NCTL(_OnlineLearner):
     reservoir_size: int = 100
     refine_threshold: float = 0.0
     skip_threshold: float = 0.0
-    joint_evidence: bool = True
+    joint_evidence: bool = False
     eviction: str = "fifo"
     split_prob: float = 0.5
     n_classes: int = 2
@@ -317,6 +309,7 @@ class NCTL(_OnlineLearner):
     prob_eps: float = mixing.PROB_EPS
     max_weight: float = mixing.MAX_WEIGHT
     seed: int = 0
+    trained_members: int | None = None
 
     def __post_init__(self) -> None:
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
@@ -330,106 +323,74 @@ class NCTL(_OnlineLearner):
     def _pool_config(self) -> PoolConfig:
         return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),
                           float(self.refine_threshold), float(self.skip_threshold), bool(self.joint_evidence),
-                          self.eviction).validate()
+                          self.eviction, self.trained_members).validate()
 
-    def net_config(self, n_features: int) -> network.NetConfig:
-        ggm = mixing.GGMConfig(float(self.learning_rate), float(self.prob_eps), float(self.max_weight))
-        return network.NetConfig(n_features, self.layer_sizes, int(self.context_bits), ggm, self._pool_config(),
-                                 tree.tree_prior(self.split_prob), self.weight_init)
+    def engine_config(self, n_features: int, max_depth: int | None = None,
+                      record_rows: int | None = None) -> engine.EngineConfig:
+        """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6); it starts
+        with room for a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing) and grows if it must."""
+        rows = GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
+        if max_depth is None:
+            max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
+        return engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
+                                tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows)
 
-    def _fresh_state(self, n_features: int):
-        depth = self.depth or 0
-        return network.init(self.net_config(n_features), jax.random.PRNGKey(self.seed), self.n_classes, depth,
-                            capacity=depth + 1)
+    def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
+        cfg = cfg or self.engine_config(n_features)
+        return engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
 
     def _init_state(self, n_features: int):
-        self.cfg_ = self.net_config(n_features)
-        self.prepared_ = False
-        return self._fresh_state(n_features)
+        self.cfg_ = self.engine_config(n_features)
+        return self._fresh_state(n_features, self.cfg_)
 
     def _copy_extra(self, twin) -> None:
         if self.state_ is not None:
-            twin.cfg_, twin.prepared_ = self.cfg_, self.prepared_
+            twin.cfg_ = self.cfg_
 
-    # -- capacity and pool-update bookkeeping, on the host
-
-    def _ensure_capacity(self, steps_ahead: int) -> None:
-        """Room for the tree levels the next ``steps_ahead`` steps reach (grown in blocks of 4)."""
-        need = network.depth_after(self.t_ + steps_ahead, self.depth or 0) + 1
-        have = self.state_.schedule.level.shape[0]
-        if need > have:
-            self.state_ = network.grow(self.state_, max(need, have + 4), self.state_.nets.arena_y.shape[1])
-            self.prepared_ = False if self.t_ % self.cfg_.chunk == 0 else self.prepared_
-
-    def _ensure_prepared(self) -> None:
-        """Run the pool updates due before the next step (at ``t = 0 mod P``) once."""
-        if self.t_ % self.cfg_.chunk or self.prepared_:
-            return
-        self._ensure_capacity(self.cfg_.chunk)
-        self.state_, ok = _nctl_prepare(self.state_, self.cfg_)
-        while not bool(ok):  # the arena is too small for the chunk's records: double it
-            rows = 2 * self.state_.nets.arena_y.shape[1]
-            self.state_, ok = _nctl_reserve(network.grow(self.state_, self.state_.schedule.level.shape[0], rows),
-                                            self.cfg_)
-        self.prepared_ = True
+    # -- learning and predicting
 
     def _learn(self, X, y):
-        return self._run_chunks(X, y, _nctl_chunk)
+        return self._run(X, y, None)[0]
 
-    def _run_chunks(self, X, y, run):
-        """Learn the rows in chunks ending at multiples of ``P`` with ``run(state, Z, Y, n, cfg) -> (state,
-        outputs)``; returns the outputs (arrays with a leading ``P`` axis) of the ``n`` rows, concatenated."""
-        P = self.cfg_.chunk
-        self._ensure_capacity(X.shape[0])
-        out, a = [], 0
-        while a < X.shape[0]:
-            self._ensure_prepared()
-            n = min(P - self.t_ % P, X.shape[0] - a)
-            Z = np.zeros((P, X.shape[1]), np.float32)
-            Y = np.zeros(P, np.int32)
-            Z[:n], Y[:n] = X[a:a + n], y[a:a + n]
-            self.state_, outputs = run(self.state_, Z, Y, n, self.cfg_)
-            out.append(jax.tree.map(lambda o: np.asarray(o[:n]), outputs))
-            self.t_ += n
-            self.prepared_ = False
-            a += n
-        return jax.tree.map(lambda *parts: np.concatenate(parts), *out)
-
-    # -- inside the network: task boundaries (nctl.inspect.boundaries)
-
-    def learn_many_traced(self, X, y) -> tuple[np.ndarray, boundaries.SegmentTrace]:
-        """``learn_many`` (same predictions, same learner afterwards) that also returns every layer's
-        posterior over the start of its current segment after every step: a ``SegmentTrace`` with
-        ``map_start(layer)`` and ``change_probability(window, layer)`` (``nctl.inspect.boundaries``)."""
+    def learn_observed(self, X, y, observe):
+        """``learn_many`` that also returns ``observe(state)`` after every step (stacked), taken once the
+        step is learned and before the next boundary is processed; ``observe`` is a pure function of the
+        engine state (``nctl.core.engine.State``), e.g. ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
-        first = self.t_ + 1
-        probs, start, mass = self._run_chunks(X, y, _nctl_chunk_traced)
-        return self._outputs(probs), boundaries.SegmentTrace(first + np.arange(X.shape[0]), start, mass)
+        probs, observations = self._run(X, y, observe)
+        return self._outputs(probs), observations
 
-    def segment_posterior(self, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """``(start [s], mass [s])``: posterior over the first step (1-based) of the segment holding the
-        last learned step, one entry per distinct start, oldest first; mean over the neurons of
-        ``layer`` (0: the first layer, -1: the output neuron)."""
-        if self.state_ is None:
-            raise ValueError("the learner has not seen any example yet")
-        start, mass = _nctl_segments(self.state_, self.cfg_)
-        live = int(self.state_.schedule.size)
-        return np.asarray(start)[:live], np.asarray(mass)[layer, :live]
+    def _run(self, X, y, observe):
+        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe)
+        self.t_ += X.shape[0]
+        return probs, observations
 
     def _predict(self, X):
-        self._ensure_capacity(1)
-        self._ensure_prepared()
-        return np.asarray(_nctl_predict(self.state_, jnp.asarray(X), self.cfg_))
+        return engine.predict(self.state_, self.cfg_, X)
+
+    # -- looking inside
+
+    def hyperplanes(self, n_features: int) -> tuple:
+        """The gating hyperplanes ``(normals [N, s, d], offsets [N, s])`` of every class network (one
+        when binary) and layer, as the learner draws them for ``n_features`` inputs."""
+        gates = engine.gates(self.engine_config(n_features), jax.random.PRNGKey(self.seed))
+        return tuple(tuple((np.asarray(g.normals), np.asarray(g.offsets)) for g in net) for net in gates)
+
+    def pool_events(self) -> tuple:
+        """Per class network, per layer: ``[N_i, 4]`` counts of refine, skip, add and evict (§4.5)."""
+        if self.state_ is None:
+            raise ValueError("the learner has not seen any example yet")
+        events = np.asarray(self.state_.nets.events)
+        return tuple(tuple(net[s.offset:s.offset + s.neurons] for s in self.cfg_.layers) for net in events)
 
     # -- save / load
 
     def _shape_meta(self) -> dict:
-        return {"capacity": int(self.state_.schedule.level.shape[0]),
-                "arena_rows": int(self.state_.nets.arena_y.shape[1]), "prepared": bool(self.prepared_)}
+        return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows}
 
     def _restore_template(self, n_features: int, shapes: dict):
-        state = self._init_state(n_features)
-        return network.grow(state, shapes["capacity"], shapes["arena_rows"])
+        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"])
+        return self._fresh_state(n_features, self.cfg_)
 
     def _after_restore(self, shapes: dict) -> None:
-        self.prepared_ = shapes["prepared"]
+        pass

@@ -274,7 +274,7 @@ class LiteralFMN:
         self.nodes[c - 1].log_b = W[c]  # the node at level c-1 has completed its left child
         for j in range(c, self.D + 1):  # closing levels, longest segment first (§4.4)
             node = self.nodes[j]
-            if node.segment and 2 ** (self.D - j) >= self.min_segment:
+            if self.k and node.segment and 2 ** (self.D - j) >= self.min_segment:  # k = 0: no decisions (§4.9)
                 self.update_pool(node, t)
         self.enforce_capacity(t)
         for j in range(c, self.D + 1):
@@ -297,10 +297,8 @@ class LiteralFMN:
         """UPDATEMODELPOOL (§4.5) for the node of one closing level."""
         members = node.members
         # 1. winner: largest L_m, ties (§4.8) to the lowest member index
-        win = 0
-        for m in range(1, len(members)):
-            if exceeds(members[m].loglik, members[win].loglik):
-                win = m
+        best = max(m.loglik for m in members)
+        win = next(i for i, m in enumerate(members) if not exceeds(best, m.loglik))
         winner = members[win]
         if self.bounded and winner.state is None:  # §5.3: its state is its source, already stored
             self.events["skip"] += 1

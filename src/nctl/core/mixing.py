@@ -54,9 +54,10 @@ def predict(weights, logits, prob_eps: float = PROB_EPS):
 
 
 def log_prob(q, x):
-    """``log q(x) = x log q + (1 - x) log(1 - q)`` in float64, for a clipped ``q``."""
-    q = q.astype(jnp.float64)
-    return jnp.where(x > 0, jnp.log(q), jnp.log1p(-q))
+    """``log q(x)`` in float64 of a clipped prediction ``q`` that ``x = 1``: one logarithm, of ``q`` or of
+    ``1 - q`` (exact in float64 for a float32 ``q``)."""
+    q = jnp.asarray(q).astype(jnp.float64)
+    return jnp.log(jnp.where(x > 0, q, 1.0 - q))
 
 
 def update(weights, logits, q, x, cfg: GGMConfig):

@@ -1,101 +1,138 @@
-"""FMN model-pool decisions for one neuron (ALGORITHMS.md 4.3, 4.4), shared by every implementation.
+"""FMN model-pool decisions for one neuron (docs/algorithm.md §4.5-§4.8).
 
-When a segment of length >= L_min closes, the member with the highest in-segment log-likelihood
-(the winner) either refines the pool entry it was copied from, is skipped because the pool already
-explains the segment (Bayesian hypothesis test), or is added (evicting an entry if the pool is full).
+When a segment of length >= L_min closes, its best member (the winner) refines the pool entry it was
+copied from, is skipped because the pool already explains the segment, or is added; after every
+closing segment of a step, the pool is cut back to its capacity. These functions decide; the engine
+(``nctl.core.boundary``) moves the data.
 """
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.nn import logsumexp
 
 REFINE, SKIP, ADD = 0, 1, 2
+EVENTS = ("refine", "skip", "add", "evict")  # columns of the per-neuron event counters
 EVICTION_POLICIES = ("fifo", "spacing")
+TIE_TOLERANCE = 1e-9  # relative: log-likelihood differences below this share of the magnitude are ties (§4.8)
 
 
 class PoolConfig(NamedTuple):
     capacity: int = 15  # k stored states per neuron (k + 1 mixture members with the fresh model)
-    min_segment: int = 32  # L_min: shorter closing segments never touch the pool
+    min_segment: int = 32  # L_min, a power of two: shorter closing segments never touch the pool
     reservoir_size: int = 100  # R examples per segment / lineage reservoir
-    refine_threshold: float = 0.0  # alpha: refine when the winner beats its parent by more
-    skip_threshold: float = 0.0  # beta: skip when H0 beats H1 by more
-    joint_evidence: bool = True  # H0 evidence: joint marginal likelihood (True) or per-example mixture
-    eviction: str = "fifo"  # which entry a full pool gives up: "fifo" or "spacing"
+    refine_threshold: float = 0.0  # alpha: replace the parent when the winner beats it by more
+    skip_threshold: float = 0.0  # beta: skip when the pool's evidence beats the winner's by more
+    joint_evidence: bool = False  # skip evidence: per-example mixture (the authors') or joint
+    eviction: str = "fifo"  # capacity rule: "fifo" (the authors') or "spacing"
+    trained_members: int | None = None  # bounded mode (§5.3): members trained per node; None = all
 
     def validate(self) -> "PoolConfig":
-        if self.capacity < 0 or self.min_segment < 1 or self.reservoir_size < 1:
+        if self.capacity < 0 or self.reservoir_size < 1:
             raise ValueError(f"invalid pool configuration {self}")
+        if self.min_segment < 1 or self.min_segment & (self.min_segment - 1):
+            raise ValueError(f"min_segment must be a power of two (segment lengths are), got {self.min_segment}")
         if self.eviction not in EVICTION_POLICIES:
             raise ValueError(f"unknown eviction policy {self.eviction!r}; choose from {EVICTION_POLICIES}")
+        if self.trained_members is not None and not 1 <= self.trained_members <= self.capacity:
+            raise ValueError(f"trained_members must be None or in 1..pool_size ({self.capacity}), "
+                             f"got {self.trained_members}")
         return self
 
     @property
     def min_segment_log2(self) -> int:
-        """Closing level ``j`` is eligible iff ``D - j >= ceil(log2 L_min)``."""
-        return int(np.ceil(np.log2(self.min_segment)))
+        return int(np.log2(self.min_segment))
+
+    @property
+    def members(self) -> int:
+        """``M = k + 1``: the stored copies and the fresh model (last)."""
+        return self.capacity + 1
+
+    @property
+    def lanes(self) -> int:
+        """Rows trained per (slot, neuron, context): every member, or ``trained_members``."""
+        return self.members if self.trained_members is None else self.trained_members
+
+    @property
+    def bounded(self) -> bool:
+        return self.trained_members is not None
 
 
-def member_log_prior(pool_valid):
-    """Mixture prior of a new segment: fresh 1/2, each of the |M| stored states 1/(2|M|).
+def member_log_prior(count, capacity: int):
+    """Mixture prior of a node over ``count`` stored copies [N] (first ``count`` members) and the fresh
+    model (last): fresh 1/2, each stored ``1/(2 count)``; fresh 1 with an empty pool. -> [k + 1, N]."""
+    members = jnp.arange(capacity + 1)[:, None]
+    stored = jnp.where(members < count, -jnp.log(2.0 * jnp.maximum(count, 1)), -jnp.inf)
+    fresh = jnp.where(count > 0, jnp.log(0.5), 0.0)
+    return jnp.where(members == capacity, fresh, stored).astype(jnp.float64)
 
-    With an empty pool the fresh model gets weight 1. pool_valid: [k] -> [k + 1] (fresh last).
+
+def _tolerance(a, b):
+    return TIE_TOLERANCE * jnp.maximum(1.0, jnp.maximum(jnp.abs(a), jnp.abs(b)))
+
+
+def beats(a, b, margin=0.0):
+    """``a - b > margin``, with differences within rounding of the magnitudes counted as ties (§4.8)."""
+    return a - b > margin + _tolerance(a, b)
+
+
+def select_winner(loglik, valid):
+    """The member with the largest segment log likelihood; ties (§4.8) go to the lowest index.
+    loglik, valid: [M, ...] -> [...] int32."""
+    best = jnp.max(jnp.where(valid, loglik, -jnp.inf), axis=0)
+    tied = valid & ~beats(best, loglik)
+    return jnp.argmax(tied, axis=0).astype(jnp.int32)
+
+
+def skip_evidence(logp, used, members, joint: bool):
+    """``E0``: log evidence that the pool explains a reservoir (§4.5 step 3).
+
+    per example: ``sum_r log (1/|M|) sum_e P_e(x_r)``; joint: ``log (1/|M|) sum_e prod_r P_e(x_r)``.
+    logp: [E, R] frozen log probabilities; used: [R] records that count; members: [E] pool membership.
     """
-    size = jnp.sum(pool_valid)
-    stored = jnp.where(pool_valid, -jnp.log(2.0 * jnp.maximum(size, 1)), -jnp.inf)
-    fresh = jnp.where(size > 0, jnp.log(0.5), 0.0)
-    return jnp.append(stored, fresh).astype(jnp.float64)
-
-
-def select_winner(loglik, logprior):
-    """Index of the member with the highest segment log-likelihood (members with prior 0 excluded).
-
-    Ties go to the lowest index, i.e. stored states before the fresh model. [M] -> int32.
-    """
-    return jnp.argmax(jnp.where(logprior > -jnp.inf, loglik, -jnp.inf)).astype(jnp.int32)
-
-
-def h0_evidence(logp_pool, n_examples, pool_valid, joint: bool):
-    """Log evidence that the pool explains a reservoir of examples.
-
-    joint: ``log (1/|M|) sum_e prod_s P_e(x_s)``; per-example: ``sum_s log (1/|M|) sum_e P_e(x_s)``.
-    logp_pool: [k, R] frozen log-probabilities; only the first ``n_examples`` columns count.
-    """
-    used = jnp.arange(logp_pool.shape[1]) < n_examples
-    logp = jnp.where(used[None, :], logp_pool, 0.0)
-    logp = jnp.where(pool_valid[:, None], logp, -jnp.inf)
-    log_size = jnp.log(jnp.maximum(jnp.sum(pool_valid), 1))
+    logp = jnp.where(members[:, None], jnp.where(used[None, :], logp, 0.0), -jnp.inf)
+    log_size = jnp.log(jnp.maximum(jnp.sum(members), 1))
     if joint:
         return logsumexp(jnp.sum(logp, axis=1)) - log_size
-    per_example = logsumexp(logp, axis=0) - log_size
-    return jnp.sum(jnp.where(used, per_example, 0.0))
+    return jnp.sum(jnp.where(used, logsumexp(logp, axis=0) - log_size, 0.0))
 
 
-def decide(winner_stored, parent_current, refine_gain, e0, e1, pool_nonempty, cfg: PoolConfig):
-    """REFINE if a stored winner beats its unchanged parent on the parent's lineage reservoir by more
-    than alpha; else SKIP if the pool's evidence beats the winner's by more than beta; else ADD."""
-    refine = winner_stored & parent_current & (refine_gain > cfg.refine_threshold)
-    skip = pool_nonempty & (e0 - e1 > cfg.skip_threshold)
+def decide(parent_in_pool, refine_gain, e0, e1, pool_nonempty, cfg: PoolConfig):
+    """REFINE if the winner beats its parent on the parent's lineage by more than alpha; else SKIP if
+    the pool's evidence beats the winner's by more than beta; else ADD (§4.5)."""
+    refine = parent_in_pool & beats(refine_gain, 0.0, cfg.refine_threshold)
+    skip = pool_nonempty & beats(e0, e1, cfg.skip_threshold)
     return jnp.where(refine, REFINE, jnp.where(skip, SKIP, ADD)).astype(jnp.int32)
 
 
-def insertion_index(pool_valid, pool_time, now, cfg: PoolConfig):
-    """Where an added state goes: the first free entry, else the eviction policy's victim.
+def prune(alive, age, order, now, cfg: PoolConfig):
+    """States removed to bring the pool back to ``capacity`` once a step's closes are done (§4.7).
 
-    fifo: the entry written longest ago (ALGORITHMS.md 4.4).
-    spacing: keep the write times spread over the whole past. With the new state counted at ``now``,
-    evict the entry ``i`` whose removal leaves the smallest gap ``t_next(i) - t_prev(i)``; the oldest
-    entry is never evicted. Task-free: it reads only write times. pool_valid, pool_time: [k].
+    alive, age, order: [E] (pool membership, step of the last add or replace, pool order key);
+    now: the boundary's step (states stored at it have ``age == now``). -> removed [E] bool.
     """
-    free = jnp.argmin(pool_valid)
+    k = cfg.capacity
     if cfg.eviction == "fifo":
-        victim = jnp.argmin(pool_time)
-    else:
-        order = jnp.argsort(pool_time, stable=True)
-        times = pool_time[order]
-        after = jnp.append(times[1:], now)
-        before = jnp.concatenate([times[:1], times[:-1]])
-        gap = jnp.where(jnp.arange(times.shape[0]) == 0, jnp.iinfo(jnp.int32).max, after - before)
-        victim = order[jnp.argmin(gap)]
-    return jnp.where(jnp.all(pool_valid), victim, free).astype(jnp.int32)
+        youngest_first = jnp.sort(jnp.where(alive, age, -1))[::-1]
+        cut = youngest_first[k]
+        return alive & (age <= cut) & (jnp.sum(alive) > k)
+
+    def remove_one(_, removed):
+        live = alive & ~removed
+        old = live & (age < now)
+        # sort the live states by (age, order); the oldest stays, the rest of the old ones are candidates
+        big = jnp.iinfo(jnp.int32).max
+        rank = jnp.argsort(jnp.where(live, age, big).astype(jnp.int64) * (2**32) + order, stable=True)
+        ages = jnp.where(live, age, now)[rank]
+        after = jnp.append(ages[1:], now)
+        before = jnp.concatenate([ages[:1], ages[:-1]])
+        candidate = old[rank] & (jnp.arange(rank.shape[0]) > 0)
+        gap = jnp.where(candidate, after - before, big)
+        spacing_victim = rank[jnp.argmin(gap)]
+        fallback = jnp.argmin(jnp.where(live & (age == now), order, big))  # states of this step, in pool order
+        victim = jnp.where(jnp.any(candidate), spacing_victim, fallback)
+        return removed.at[victim].set(removed[victim] | (jnp.sum(live) > k))
+
+    return jax.lax.fori_loop(0, alive.shape[0], remove_one, jnp.zeros_like(alive))

@@ -1,30 +1,58 @@
-"""Uniform reservoir samples of a stream, and merging two of them.
+"""Uniform reservoir samples of a stream, and merging two of them (docs/algorithm.md §4.3).
 
 A reservoir of capacity ``R`` holds ``n <= R`` items in positions ``0 .. n-1`` and has been offered
-``seen`` items. The callers own the item storage; these functions only decide positions. All
-randomness is a pure function of a key, the start time of the segment and the current step, so two
-tree levels that start together sample identically and every implementation draws the same numbers.
+``seen`` items. The callers own the item storage; these functions only decide positions.
+
+All randomness is a counter-based hash of ``(seed, tag, segment start, step)``, so two tree levels that
+start together sample identically, every implementation can draw the same numbers, and no generator
+state is carried. The hash is the SplitMix64 finaliser applied in a chain (64-bit integer arithmetic,
+a handful of vectorised operations; JAX's threefry keys lower to rolled loops on a CPU, which cost
+more than the whole step they serve).
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 SEGMENT_TAG = 0
 MERGE_TAG = 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
 
 
-def event_key(key, tag: int, start, t):
-    """The key of one random event: ``(tag, segment start, step)``."""
-    return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, tag), start), t)
+def _mix(x):
+    """SplitMix64 finaliser: a bijective scramble of a uint64."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def event_key(seed, tag: int, start, t):
+    """A uint64 word for one random event ``(tag, segment start, step)`` of a learner with ``seed``."""
+    h = _mix(jnp.asarray(seed).astype(jnp.uint64) ^ np.uint64(tag))
+    h = _mix(h ^ jnp.asarray(start).astype(jnp.uint64))
+    return _mix(h ^ jnp.asarray(t).astype(jnp.uint64))
+
+
+def draws(key, count: int):
+    """``count`` independent uint64 words from one event word."""
+    return _mix(key + jnp.arange(1, count + 1, dtype=jnp.uint64) * _GOLDEN)
+
+
+def uniform(word):
+    """A float64 in (0, 1) from a uint64 word (its top 53 bits)."""
+    return ((word >> np.uint64(11)).astype(jnp.float64) + 0.5) * 2.0**-53
 
 
 def offer(n, seen, capacity: int, key):
-    """Algorithm R: the ``m``-th offered item is kept with probability ``R / m``.
+    """Algorithm R: the ``m``-th offered item is kept with probability ``R / m``, in a uniform position.
 
     Returns ``(position or -1, n', seen')``; while the reservoir is not full, the item is appended.
     """
     seen = seen + 1
-    j = jax.random.randint(key, (), 0, seen)
+    j = (uniform(key) * seen).astype(jnp.int32)  # uniform in 0 .. seen - 1
     position = jnp.where(n < capacity, n, jnp.where(j < capacity, j, -1))
     return position.astype(jnp.int32), jnp.minimum(n + 1, capacity).astype(jnp.int32), seen
 
@@ -42,7 +70,7 @@ def merge(n_a, seen_a, n_b, seen_b, capacity: int, key):
     weight_a = seen_a / jnp.maximum(n_a, 1)
     weight_b = seen_b / jnp.maximum(n_b, 1)
     weight = jnp.concatenate([jnp.full(capacity, weight_a), jnp.full(capacity, weight_b)])
-    u = jax.random.uniform(key, (2 * capacity,), jnp.float64, minval=1e-300)
+    u = uniform(draws(key, 2 * capacity))
     score = jnp.where(valid, jnp.log(u) / weight, -jnp.inf)
     (keep_all,) = jnp.nonzero(valid, size=capacity, fill_value=-1)
     _, sampled = jax.lax.top_k(score, capacity)

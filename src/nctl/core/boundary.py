@@ -1,0 +1,329 @@
+"""Pool updates at a boundary, and the record arena's garbage collection (docs/algorithm.md §4.4-§4.7, §6.3-§6.5).
+
+``update_pool`` runs at the boundary of a step ``t = 1 (mod P)``, after the step before has been
+learned and before the closed slots are popped. Per class network and neuron it:
+
+1. takes the decision of §4.5 for every eligible closing segment, longest first; a stored winner is
+   *pending* (scored from its slot's rows) and a replace only marks the parent as out of the pool;
+2. prunes the pool, pending states included, back to capacity (§4.7);
+3. writes every surviving pending state into an entry that neither stays in the pool nor is the
+   source of a state being written (preferring entries no live slot still reads), after detaching the
+   live slots that read the entry: their lineage is copied into the slot and, in exact mode, their
+   remaining rows are materialised into blocks (§6.3, §6.4).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from nctl.core import engine, gating, mixing, pool, reservoir
+from nctl.core.engine import EngineConfig, Net, State
+from nctl.core.rows import GGMRows
+
+
+class Pending(NamedTuple):
+    """States stored at this boundary, one per close (``[X, ...]``), written after pruning."""
+
+    valid: jax.Array  # [X, N] bool
+    slot: jax.Array  # [X] int32: the closing slot holding the winner
+    winner: jax.Array  # [X, N] int32: member index in that slot
+    parent: jax.Array  # [X, N] int32: the winner's source entry when it still reads it, else -1
+    lineage: jax.Array  # [X, N, R] int32
+    lineage_n: jax.Array  # [X, N] int32
+    lineage_seen: jax.Array  # [X, N] int32
+    born: jax.Array  # [X, N] int32
+    order: jax.Array  # [X, N] int32
+
+
+def update_pool(nets: Net, state: State, adv, cfg: EngineConfig) -> Net:
+    positives = jnp.asarray(cfg.positives)
+    return engine.per_net(lambda net, positive: _update_net(net, positive, state, adv, cfg), nets, positives)
+
+
+def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net:
+    X, N, R = cfg.max_closes, cfg.neurons, cfg.pool.reservoir_size
+    now = adv.new.t
+    n_closes = jnp.clip(adv.new.depth - cfg.pool.min_segment_log2 - adv.closing + 1, 0, X)
+    pending = Pending(
+        valid=jnp.zeros((X, N), bool), slot=jnp.zeros(X, jnp.int32), winner=jnp.zeros((X, N), jnp.int32),
+        parent=jnp.full((X, N), -1, jnp.int32), lineage=jnp.full((X, N, R), -1, jnp.int32),
+        lineage_n=jnp.zeros((X, N), jnp.int32), lineage_seen=jnp.zeros((X, N), jnp.int32),
+        born=jnp.zeros((X, N), jnp.int32), order=jnp.zeros((X, N), jnp.int32))
+
+    def close(q, carry):
+        in_pool, pending, events = carry
+        return _close(net, positive, state, adv.kept - 1 + q, q, now, in_pool, pending, events, cfg)
+
+    in_pool, pending, events = jax.lax.fori_loop(0, n_closes, close, (net.in_pool, pending, net.events))
+    net = net._replace(events=events, next_order=net.next_order + X)
+    return _prune_and_write(net, in_pool, pending, now, adv.kept, cfg)
+
+
+# ----------------------------------------------------------------------------- decisions
+
+
+def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pending, events, cfg: EngineConfig):
+    """§4.5 for the segment of ``slot`` (the ``q``-th close of this boundary), every neuron."""
+    k, N = cfg.pool.capacity, cfg.neurons
+    neurons = jnp.arange(N)
+    records = state.records
+    winner = pool.select_winner(net.loglik[slot], net.logprior[slot] > -jnp.inf)  # [N]
+    stored = winner < k
+    member = jnp.minimum(winner, k - 1)
+    source = net.source[slot, member, neurons]
+    attached = stored & (source >= 0) & ~net.detached[slot, member, neurons]
+    parent = jnp.where(attached, source, -1)
+    parent_in_pool = attached & in_pool[jnp.maximum(source, 0), neurons]
+    if cfg.pool.bounded:
+        trained = jnp.any(net.lanes[slot] == winner[:, None], axis=-1)
+    else:
+        trained = jnp.ones(N, bool)
+
+    # the lineage the winner carries (§4.3): its source's, as copied, or none for the fresh model
+    from_entry = lambda a: a[jnp.maximum(source, 0), neurons]
+    from_slot = lambda a: a[slot, member, neurons]
+    def pick(entry, copied, none):
+        expand = lambda m: m.reshape(m.shape + (1,) * (entry.ndim - 1))
+        return jnp.where(expand(attached), entry, jnp.where(expand(stored), copied, none))
+
+    carried = pick(from_entry(net.lineage), from_slot(net.slot_lineage), -1)
+    carried_n = pick(from_entry(net.lineage_n), from_slot(net.slot_lineage_n), 0)
+    carried_seen = pick(from_entry(net.lineage_seen), from_slot(net.slot_lineage_seen), 0)
+
+    segment = records.segment[slot]
+    segment_used = jnp.arange(cfg.pool.reservoir_size) < records.segment_n[slot]
+    gain, e0, e1 = [], [], []
+    for layer in range(len(cfg.layers)):
+        g, h0, h1 = _layer_scores(net, layer, cfg, state, positive, slot, winner, parent, carried, carried_n,
+                                  segment, segment_used, in_pool, pending, q)
+        gain.append(g), e0.append(h0), e1.append(h1)
+    gain, e0, e1 = (jnp.concatenate(v) for v in (gain, e0, e1))
+    nonempty = jnp.any(in_pool, axis=0) | jnp.any(pending.valid & (jnp.arange(pending.valid.shape[0]) < q)[:, None],
+                                                  axis=0)
+    action = pool.decide(parent_in_pool, gain, e0, e1, nonempty, cfg.pool)
+    action = jnp.where(trained, action, pool.SKIP)  # bounded mode: an untrained winner is already stored (§5.3)
+    refine = action == pool.REFINE
+
+    key = reservoir.event_key(state.key, reservoir.MERGE_TAG, state.schedule.start[slot], now)
+    positions, merged_n, merged_seen = jax.vmap(
+        lambda n, seen: reservoir.merge(n, seen, records.segment_n[slot], records.segment_seen[slot],
+                                        cfg.pool.reservoir_size, key))(carried_n, carried_seen)
+    candidates = jnp.concatenate([carried, jnp.broadcast_to(segment, carried.shape)], axis=1)
+    merged = jnp.where(positions >= 0, jnp.take_along_axis(candidates, jnp.maximum(positions, 0), axis=1), -1)
+
+    in_pool = in_pool.at[jnp.maximum(source, 0), neurons].set(in_pool[jnp.maximum(source, 0), neurons] & ~refine)
+    pending = Pending(
+        valid=pending.valid.at[q].set(action != pool.SKIP),
+        slot=pending.slot.at[q].set(slot),
+        winner=pending.winner.at[q].set(winner),
+        parent=pending.parent.at[q].set(parent),
+        lineage=pending.lineage.at[q].set(merged),
+        lineage_n=pending.lineage_n.at[q].set(merged_n),
+        lineage_seen=pending.lineage_seen.at[q].set(merged_seen),
+        born=pending.born.at[q].set(jnp.where(refine, net.born[jnp.maximum(source, 0), neurons], now)),
+        order=pending.order.at[q].set(net.next_order + q),
+    )
+    events = events + jax.nn.one_hot(action, 4, dtype=jnp.int32)
+    return in_pool, pending, events
+
+
+def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
+    """Side information [..., d] and the layer's input logits [..., K] of records ``ids`` [...]."""
+    z = state.records.z[ids]
+    if not isinstance(cfg.rows, GGMRows):
+        return z, jnp.ones(ids.shape + (1,), jnp.float32)
+    if layer == 0:
+        bound = mixing.logit_bound(cfg.rows.prob_eps)
+        u = jnp.clip(z, -bound, bound)
+    else:
+        offset = sum(cfg.layer_sizes[: layer - 1])
+        u = net.hidden[ids][..., offset: offset + cfg.layer_sizes[layer - 1]]
+    return z, jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
+
+
+def _log_probs(cfg: EngineConfig, weights, u, x):
+    """``log q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x``."""
+    return mixing.log_prob(cfg.rows.predict(weights, u), x)
+
+
+def _layer_scores(net: Net, layer: int, cfg: EngineConfig, state: State, positive, slot, winner, parent, carried,
+                  carried_n, segment, segment_used, in_pool, pending: Pending, q):
+    """Per layer-local neuron: the refine gain on the parent's lineage, and the skip test's ``E0``, ``E1``
+    on the segment's reservoir (§4.5 steps 2-3)."""
+    shape = cfg.layers[layer]
+    cols = slice(shape.offset, shape.offset + shape.neurons)
+    gates = gating.Gates(net.normals[cols], net.offsets[cols])
+    R = cfg.pool.reservoir_size
+    seg_ids = jnp.maximum(segment, 0)
+    seg_z, seg_u = _record_inputs(state, net, layer, cfg, seg_ids)
+    seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
+    seg_c = jax.vmap(gating.contexts, in_axes=(None, 0))(gates, seg_z)  # [R, N_i]
+    win = winner[cols]
+    earlier = jnp.arange(pending.valid.shape[0]) < q
+    weights = partial(engine.member_weights, net, layer, cfg)
+
+    def neuron(n):
+        # refine: winner vs its parent, frozen, on the parent's lineage
+        ids = jnp.maximum(carried[shape.offset + n], 0)
+        z, u = _record_inputs(state, net, layer, cfg, ids)
+        x = (state.records.y[ids] == positive).astype(jnp.float32)
+        c = _neuron_contexts(gates, n, z)
+        used = jnp.arange(R) < carried_n[shape.offset + n]
+        new = _log_probs(cfg, weights(slot, win[n], n, c), u, x)
+        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(parent[shape.offset + n], 0)], u, x)
+        gain = jnp.sum(jnp.where(used, new - old, 0.0))
+        # skip: the pool (entries still in it, and the states pending from longer segments) vs the winner
+        c = seg_c[:, n]
+        entries = _log_probs(cfg, net.pool_rows[layer][n, c], seg_u[:, None], seg_x[:, None]).T  # [E, R]
+        pending_weights = jax.vmap(lambda s, m: weights(s, m, n, c))(pending.slot, pending.winner[:, shape.offset + n])
+        waiting = _log_probs(cfg, pending_weights, seg_u, seg_x)  # [X, R]
+        members = jnp.concatenate([in_pool[:, shape.offset + n], pending.valid[:, shape.offset + n] & earlier])
+        e0 = pool.skip_evidence(jnp.concatenate([entries, waiting]), segment_used, members, cfg.pool.joint_evidence)
+        e1 = jnp.sum(jnp.where(segment_used, _log_probs(cfg, weights(slot, win[n], n, c), seg_u, seg_x), 0.0))
+        return gain, e0, e1
+
+    return jax.lax.map(neuron, jnp.arange(shape.neurons))
+
+
+def _neuron_contexts(gates: gating.Gates, n, z):
+    """Contexts of layer-local neuron ``n`` for side information ``z`` [R, d]."""
+    one = gating.Gates(gates.normals[n][None], gates.offsets[n][None])
+    return jax.vmap(lambda zr: gating.contexts(one, zr)[0])(z)
+
+
+# ----------------------------------------------------------------------------- pruning and writing
+
+
+def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: EngineConfig) -> Net:
+    E, X, N, k = cfg.entries, cfg.max_closes, cfg.neurons, cfg.pool.capacity
+    neurons = jnp.arange(N)
+    alive = jnp.concatenate([in_pool, pending.valid])
+    age = jnp.concatenate([net.age, jnp.full((X, N), now, jnp.int32)])
+    order = jnp.concatenate([net.order, pending.order])
+    removed = jax.vmap(lambda a, g, o: pool.prune(a, g, o, now, cfg.pool), in_axes=1, out_axes=1)(alive, age, order)
+    net = net._replace(events=net.events.at[:, 3].add(jnp.sum(removed, axis=0, dtype=jnp.int32)))
+    in_pool = in_pool & ~removed[:E]
+    writes = pending.valid & ~removed[E:]  # [X, N]
+
+    # targets: out of the pool, not read by a state being written; entries no live slot reads first
+    read_by_write = jnp.zeros((E, N), bool).at[jnp.where(writes, pending.parent, E), neurons].set(True, mode="drop")
+    pinned = _pinned(net, kept, cfg)
+    usable = ~in_pool & ~read_by_write
+    rank = jnp.argsort(jnp.where(usable, pinned.astype(jnp.int32), 2) * E + jnp.arange(E)[:, None], axis=0, stable=True)
+    nth = jnp.cumsum(writes, axis=0) - 1  # [X, N]
+    target = jnp.take_along_axis(rank, jnp.maximum(nth, 0), axis=0)  # [X, N]
+
+    def write(q, net):
+        return engine.when(jnp.any(writes[q]), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
+                           net)
+
+    net = net._replace(in_pool=in_pool)
+    net = jax.lax.fori_loop(0, X, write, net)
+    return net._replace(roster=engine._roster(net.in_pool, net.order, k))
+
+
+def _pinned(net: Net, kept, cfg: EngineConfig):
+    """[E, N]: entries that an attached member of a continuing slot still reads."""
+    E, N = cfg.entries, cfg.neurons
+    continuing = (jnp.arange(cfg.slots) < kept)[:, None, None]
+    reads = continuing & (net.source >= 0) & ~net.detached  # [S, k, N]
+    neurons = jnp.broadcast_to(jnp.arange(N), reads.shape)
+    return jnp.zeros((E, N), bool).at[jnp.where(reads, net.source, E), neurons].set(True, mode="drop")
+
+
+def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: EngineConfig) -> Net:
+    """Store pending state ``q`` in entry ``target`` [N] of the neurons in ``writes`` [N]."""
+    net = _detach(net, writes, target, kept, cfg, now)
+    neurons = jnp.arange(cfg.neurons)
+    slot, winner = pending.slot[q], pending.winner[q]
+    E, C = cfg.entries, cfg.contexts
+    pool_rows = list(net.pool_rows)
+    for layer, shape in enumerate(cfg.layers):
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        local = jnp.arange(shape.neurons)[:, None]
+        contexts = jnp.arange(C)[None, :]
+        values = engine.member_weights(net, layer, cfg, slot, winner[cols][:, None], local, contexts)  # [N_i, C, w]
+        dest = engine.unique_or_drop((local * C + contexts) * E + target[cols][:, None], writes[cols][:, None],
+                                     shape.neurons * C * E)
+        flat = pool_rows[layer].reshape(-1, shape.width)
+        flat = flat.at[dest.reshape(-1)].set(values.reshape(-1, shape.width), mode="drop", unique_indices=True)
+        pool_rows[layer] = flat.reshape(pool_rows[layer].shape)
+    at = (jnp.where(writes, target, cfg.entries), neurons)
+    put = lambda a, v: a.at[at].set(v, mode="drop")
+    return net._replace(
+        pool_rows=tuple(pool_rows),
+        in_pool=put(net.in_pool, True),
+        age=put(net.age, now),
+        order=put(net.order, pending.order[q]),
+        born=put(net.born, pending.born[q]),
+        lineage=put(net.lineage, pending.lineage[q]),
+        lineage_n=put(net.lineage_n, pending.lineage_n[q]),
+        lineage_seen=put(net.lineage_seen, pending.lineage_seen[q]),
+    )
+
+
+def _detach(net: Net, writes, target, kept, cfg: EngineConfig, now) -> Net:
+    """Before entry ``target`` [N] is overwritten: continuing slots whose members still read it keep its
+    lineage (copied into the slot) and, in exact mode, get every remaining block of those neurons
+    created and filled from the current sources (§6.4)."""
+    S, k, N = cfg.slots, cfg.pool.capacity, cfg.neurons
+    continuing = (jnp.arange(S) < kept)[:, None, None]
+    hit = continuing & writes & (net.source == target) & ~net.detached  # [S, k, N]
+    entry = jnp.maximum(target, 0)
+    neurons = jnp.arange(N)
+    copy = lambda slot_a, entry_a: jnp.where(hit[..., None] if slot_a.ndim == 4 else hit,
+                                             entry_a[entry, neurons][None, None], slot_a)
+    net = net._replace(
+        slot_lineage=copy(net.slot_lineage, net.lineage),
+        slot_lineage_n=copy(net.slot_lineage_n, net.lineage_n),
+        slot_lineage_seen=copy(net.slot_lineage_seen, net.lineage_seen),
+        detached=net.detached | hit,
+    )
+    if cfg.pool.bounded:
+        return net
+    affected = jnp.any(hit, axis=1)  # [S, N]: (slot, neuron) pairs to materialise
+    return jax.lax.fori_loop(0, kept, lambda p, net: engine.when(
+        jnp.any(affected[p]), lambda net: _materialise(net, p, affected[p], cfg, now), net), net)
+
+
+def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig, now) -> Net:
+    """Create and fill, from the current sources, every missing block of ``slot`` for the neurons in
+    ``neurons_hit`` [N]."""
+    W = cfg.pool.lanes
+    for layer, shape in enumerate(cfg.layers):
+        local = jnp.arange(shape.neurons)[:, None]
+        contexts = jnp.arange(cfg.contexts)[None, :]
+        need = neurons_hit[shape.offset:shape.offset + shape.neurons][:, None] & (
+            net.block_of[slot, shape.offset + local, contexts] < 0)  # [N_i, C]
+        net, block = engine.allocate(net, layer, cfg, need, slot, local, contexts)
+        lanes = jnp.broadcast_to(need[..., None], need.shape + (W,))
+        net = engine.fill_blocks(net, layer, cfg, slot, local, contexts, block, lanes, now)
+    return net
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def reserve_records(state: State, cfg: EngineConfig) -> State:
+    """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5)."""
+    records, sched = state.records, state.schedule
+    rows, R = cfg.record_rows, cfg.pool.reservoir_size
+    live = jnp.arange(cfg.slots) < sched.size
+    used = live[:, None] & (jnp.arange(R) < records.segment_n[:, None])
+    held = jnp.zeros(rows, bool).at[jnp.where(used, records.segment, rows)].set(True, mode="drop")
+
+    def net_held(net: Net):
+        reads = _pinned(net, sched.size, cfg)
+        keep = net.in_pool | reads
+        used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
+        held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
+        copied = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
+        return held.at[jnp.where(copied, net.slot_lineage, rows)].set(True, mode="drop")
+
+    held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
+    (free,) = jnp.nonzero(~held, size=cfg.chunk, fill_value=-1)
+    return state._replace(records=records._replace(free=free.astype(jnp.int32), ok=jnp.all(free >= 0)))

@@ -1,0 +1,794 @@
+"""The NCTL engine: a network of FMN processes over any row model (docs/algorithm.md §3-§6).
+
+One engine serves NCTL (GGM rows, ``nctl.learners.NCTL``) and the binary sequence predictors (KT
+counts, ``nctl.sequence``). Its entry points are the whole contract:
+
+* ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1;
+* ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
+  state and configuration, the pre-update predictions and, per step, ``observe(state)``;
+* ``predict(state, cfg, X)``: frozen predictions; the state never changes.
+
+The state is always *prepared*: the boundary of the next step (closing segments, pool updates,
+pruning, the restart) has been processed at the end of the step before (§4.2), so predicting is a
+pure read. ``learn`` runs two compiled programs: ``run_steps`` (steps whose boundary needs no pool
+update) and ``boundary`` (one pool update, every ``P`` steps), and it enlarges the state when the
+record arena or the tree needs room.
+
+Layout (§6): neurons of all layers sit side by side in every per-neuron array (``N`` in all); each
+layer keeps its pool entries as ``pool_rows [N_i, C, E, width]`` and its slots' trained rows as
+``blocks [A_i, W, width]``, one block per (slot, neuron, context) the slot's segment has visited.
+A step first fills the rows it is about to train for the first time from their sources (compacted,
+``fill_blocks``), then reads and writes whole blocks.
+
+Shapes: ``S`` slots (tree levels), ``k`` pool capacity, ``M = k + 1`` members (fresh last), ``E``
+physical pool entries, ``W`` lanes (rows trained per block), ``N`` neurons, ``C`` contexts, ``R``
+reservoir size, ``A_r`` record rows, ``d`` features, ``H`` hidden inputs recorded per step.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.nn import logsumexp, softmax
+
+from nctl.core import gating, gln, mixing, reservoir, tree
+from nctl.core.pool import PoolConfig, member_log_prior
+from nctl.core.rows import GGMRows, KTRows
+
+VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
+# computed for every slot at once; larger layers loop over the live slots only
+LEARN_BLOCK = 64  # rows per compiled run of steps
+PREDICT_BLOCK = 256  # rows per compiled prediction
+
+
+def unique_or_drop(index, keep, size: int):
+    """``index`` where ``keep``, else a distinct out-of-range index: scatters that drop the rest can then
+    promise unique indices, which makes them several times faster on a CPU."""
+    spare = size + jnp.arange(int(np.prod(index.shape)), dtype=jnp.int32).reshape(index.shape)
+    return jnp.where(keep, index, spare)
+
+
+def when(predicate, fn, operand):
+    """``fn(operand)`` if ``predicate`` else ``operand``, as a loop that runs zero times or once: unlike
+    ``lax.cond``, XLA then updates the operand's buffers in place instead of copying them."""
+    return jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.bool_(False), fn(c[1])), (predicate, operand))[1]
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+class LayerShape(NamedTuple):
+    """Static sizes of one layer."""
+
+    offset: int  # index of its first neuron in the side-by-side arrays
+    neurons: int  # N_i
+    fan_in: int  # inputs including the bias
+    width: int  # row length (GGM: fan_in; KT: 2)
+    blocks: int  # A_i: blocks in the arena
+    vectorised: bool  # code path: all slots at once, or a loop over the live slots
+
+
+class EngineConfig(NamedTuple):
+    """Everything static about an engine (hashable: it keys compiled programs)."""
+
+    n_features: int
+    layer_sizes: tuple
+    context_bits: int
+    rows: GGMRows | KTRows
+    pool: PoolConfig
+    prior: tree.TreePrior
+    n_classes: int  # 2: one binary network; K > 2: K one-vs-all networks
+    max_depth: int  # the tree may grow up to this depth: S = max_depth + 1 slots
+    record_rows: int  # A_r
+    layers: tuple  # of LayerShape
+
+    @property
+    def slots(self) -> int:
+        return self.max_depth + 1
+
+    @property
+    def contexts(self) -> int:
+        return 2**self.context_bits
+
+    @property
+    def chunk(self) -> int:
+        """``P = L_min``: pool updates only happen at the boundaries of steps ``t = 1 (mod P)``."""
+        return self.pool.min_segment
+
+    @property
+    def neurons(self) -> int:
+        return sum(self.layer_sizes)
+
+    @property
+    def max_closes(self) -> int:
+        """``X``: the most segments that can update the pool at one boundary (§6.3)."""
+        if not self.pool.capacity:
+            return 0
+        return max(0, self.max_depth + 1 - self.pool.min_segment_log2)
+
+    @property
+    def entries(self) -> int:
+        """``E = k + X`` physical pool entries per neuron."""
+        return self.pool.capacity + self.max_closes
+
+    @property
+    def hidden_width(self) -> int:
+        return sum(self.layer_sizes[:-1])
+
+    @property
+    def positives(self) -> np.ndarray:
+        """Label that is the positive class of each network."""
+        return np.arange(self.n_classes) if self.n_classes > 2 else np.array([1])
+
+    @property
+    def n_nets(self) -> int:
+        return len(self.positives)
+
+
+def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
+    """Blocks a layer of ``neurons`` can hold at once (§6.2): a slot at stack position ``p`` covers at most
+    ``2^(D-p)`` steps, hence ``min(C, 2^(D-p))`` contexts, and slots that outlive a pool write (``2^(D-p)
+    >= 2P``) may be materialised to all ``C``."""
+    per_neuron = 0
+    for p in range(depth + 1):
+        span = 2 ** (depth - p)
+        per_neuron += contexts if span >= 2 * chunk else min(contexts, span)
+    return neurons * per_neuron
+
+
+def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tree.TreePrior,
+              n_classes: int, max_depth: int, record_rows: int | None = None) -> EngineConfig:
+    """An engine with its arenas sized for trees up to ``max_depth`` (§6.2, §6.5)."""
+    pool = pool.validate()
+    contexts = 2**context_bits
+    shapes, offset = [], 0
+    for n, fan_in in zip(layer_sizes, gln.fan_ins(n_features, layer_sizes)):
+        width = rows.width(fan_in)
+        blocks = block_bound(max_depth, contexts, pool.min_segment, n)
+        slot_bytes = (max_depth + 1) * n * pool.lanes * width * 4
+        shapes.append(LayerShape(offset, n, fan_in, width, blocks, slot_bytes <= VECTORISED_LAYER_BYTES))
+        offset += n
+    if record_rows is None:
+        record_rows = pool.reservoir_size * (max_depth + 5) + 2 * pool.min_segment
+    return EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
+                        record_rows, tuple(shapes))
+
+
+# ----------------------------------------------------------------------------- state
+
+
+class Net(NamedTuple):
+    """One network (one class of a one-vs-all ensemble); the state stacks them on a leading axis."""
+
+    normals: jax.Array  # [N, s, d] float32: gating hyperplanes (fixed)
+    offsets: jax.Array  # [N, s] float32
+    # per slot
+    loglik: jax.Array  # [S, M, N] float64: segment log likelihood of each member
+    logprior: jax.Array  # [S, M, N] float64: mixture prior (-inf: no such member)
+    source: jax.Array  # [S, k, N] int32: physical entry each stored member was copied from (-1: none)
+    detached: jax.Array  # [S, k, N] bool: the entry was reused since; the lineage lives in the slot
+    slot_lineage: jax.Array  # [S, k, N, R] int32: lineage of detached members
+    slot_lineage_n: jax.Array  # [S, k, N] int32
+    slot_lineage_seen: jax.Array  # [S, k, N] int32
+    log_b: jax.Array  # [S, N] float64: PTW completed-left-sibling weight, per tree level
+    block_of: jax.Array  # [S, N, C] int32: block of (slot, neuron, context); -1 not yet created
+    lanes: jax.Array | None  # [S, N, W] int32: member trained in each lane (bounded mode; -1 none)
+    lane_since: jax.Array | None  # [S, N, W] int32: step at which the lane's member took it
+    # per layer
+    pool_rows: tuple  # of [N_i, C, E, width]: the stored states
+    blocks: tuple  # of [A_i, W, width]: the slots' trained rows
+    stamps: tuple | None  # of [A_i, W] int32: step each block row was filled (bounded mode)
+    free: tuple  # of [A_i] int32: stack of free blocks
+    n_free: jax.Array  # [layers] int32
+    # pool, per physical entry
+    in_pool: jax.Array  # [E, N] bool
+    age: jax.Array  # [E, N] int32: step of the last add or replace
+    order: jax.Array  # [E, N] int32: pool order key (larger: later)
+    born: jax.Array  # [E, N] int32: step the entry's lineage was first added
+    lineage: jax.Array  # [E, N, R] int32: record ids of the entry's lineage reservoir
+    lineage_n: jax.Array  # [E, N] int32
+    lineage_seen: jax.Array  # [E, N] int32
+    roster: jax.Array  # [k, N] int32: entries in the pool, in pool order (-1 pad)
+    next_order: jax.Array  # [N] int32
+    events: jax.Array  # [N, 4] int32: refine, skip, add, evict (pool.EVENTS)
+    hidden: jax.Array  # [A_r, H] float32: the record's input logits of layers 2..L (bias excluded)
+
+
+class Records(NamedTuple):
+    """Stored steps, shared by the class networks (they see the same ``z`` and ``y``)."""
+
+    z: jax.Array  # [A_r, d] float32
+    y: jax.Array  # [A_r] int32
+    segment: jax.Array  # [S, R] int32: record ids sampled from each slot's segment
+    segment_n: jax.Array  # [S] int32
+    segment_seen: jax.Array  # [S] int32
+    free: jax.Array  # [P] int32: rows reserved for the records of steps t .. (next boundary)
+    ok: jax.Array  # bool: the last reservation found P free rows
+
+
+class State(NamedTuple):
+    schedule: tree.Schedule
+    nets: Net  # leading class-network axis
+    records: Records
+    key: jax.Array  # uint64 seed of all reservoir randomness (nctl.core.reservoir)
+
+
+def per_net(fn, *args):
+    """``fn`` over the class networks (the leading axis of ``args``): vmapped, or called directly when
+    there is one network, which keeps the traced program small (a binary learner's first call)."""
+    if jax.tree.leaves(args[0])[0].shape[0] == 1:
+        out = fn(*jax.tree.map(lambda a: a[0], args))
+        return jax.tree.map(lambda a: a[None], out)
+    return jax.vmap(fn)(*args)
+
+
+def init(cfg: EngineConfig, key, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
+    """A fresh state prepared for step 1; ``initial_pool`` [j, width] pre-fills the pool of every neuron
+    of a one-layer, one-context engine (the sequence predictors' tests)."""
+    nets = jax.vmap(lambda k: _init_net(cfg, k, initial_pool))(gln.class_keys(key, cfg.n_nets))
+    S, R, P = cfg.slots, cfg.pool.reservoir_size, cfg.chunk
+    records = Records(
+        z=jnp.zeros((cfg.record_rows, cfg.n_features), jnp.float32),
+        y=jnp.zeros(cfg.record_rows, jnp.int32),
+        segment=jnp.full((S, R), -1, jnp.int32),
+        segment_n=jnp.zeros(S, jnp.int32),
+        segment_seen=jnp.zeros(S, jnp.int32),
+        free=jnp.arange(P, dtype=jnp.int32),
+        ok=jnp.bool_(True),
+    )
+    seed = jax.random.bits(jax.random.fold_in(key, 0), dtype=jnp.uint64)
+    return State(tree.initial_schedule(S, depth), nets, records, seed)
+
+
+def _init_net(cfg: EngineConfig, key, initial_pool) -> Net:
+    S, k, M, N, C, E = cfg.slots, cfg.pool.capacity, cfg.pool.members, cfg.neurons, cfg.contexts, cfg.entries
+    R, W = cfg.pool.reservoir_size, cfg.pool.lanes
+    gates = [gating.init_gates(jax.random.fold_in(key, i), n, cfg.context_bits, cfg.n_features)
+             for i, n in enumerate(cfg.layer_sizes)]
+    pool_rows = [jnp.zeros((s.neurons, C, E, s.width), cfg.rows.dtype) for s in cfg.layers]
+    in_pool = jnp.zeros((E, N), bool)
+    if initial_pool is not None and len(initial_pool):
+        if len(cfg.layers) != 1 or C != 1 or len(initial_pool) > k:
+            raise ValueError("initial_pool needs a one-layer, one-context engine and at most pool_size states")
+        stored = jnp.asarray(initial_pool, cfg.rows.dtype)
+        pool_rows[0] = pool_rows[0].at[:, 0, : stored.shape[0]].set(stored)
+        in_pool = in_pool.at[: stored.shape[0]].set(True)
+    order = jnp.broadcast_to(jnp.arange(E, dtype=jnp.int32)[:, None], (E, N))
+    roster = _roster(in_pool, order, k)
+    count = jnp.sum(in_pool, axis=0)
+    zeros_skn = jnp.zeros((S, k, N), jnp.int32)
+    bounded = cfg.pool.bounded
+    return Net(
+        normals=jnp.concatenate([g.normals for g in gates]),
+        offsets=jnp.concatenate([g.offsets for g in gates]),
+        loglik=jnp.zeros((S, M, N), jnp.float64),
+        logprior=jnp.broadcast_to(member_log_prior(count, k), (S, M, N)),
+        source=jnp.broadcast_to(roster, (S, k, N)),
+        detached=jnp.zeros((S, k, N), bool),
+        slot_lineage=jnp.full((S, k, N, R), -1, jnp.int32),
+        slot_lineage_n=zeros_skn,
+        slot_lineage_seen=zeros_skn,
+        log_b=jnp.zeros((S, N), jnp.float64),
+        block_of=jnp.full((S, N, C), -1, jnp.int32),
+        lanes=jnp.full((S, N, W), -1, jnp.int32) if bounded else None,
+        lane_since=jnp.zeros((S, N, W), jnp.int32) if bounded else None,
+        pool_rows=tuple(pool_rows),
+        blocks=tuple(jnp.zeros((s.blocks, W, s.width), cfg.rows.dtype) for s in cfg.layers),
+        stamps=tuple(jnp.full((s.blocks, W), -1, jnp.int32) for s in cfg.layers) if bounded else None,
+        free=tuple(jnp.arange(s.blocks, dtype=jnp.int32)[::-1] for s in cfg.layers),
+        n_free=jnp.array([s.blocks for s in cfg.layers], jnp.int32),
+        in_pool=in_pool,
+        age=jnp.zeros((E, N), jnp.int32),
+        order=order,
+        born=jnp.zeros((E, N), jnp.int32),
+        lineage=jnp.full((E, N, R), -1, jnp.int32),
+        lineage_n=jnp.zeros((E, N), jnp.int32),
+        lineage_seen=jnp.zeros((E, N), jnp.int32),
+        roster=roster,
+        next_order=jnp.full(N, E, jnp.int32),
+        events=jnp.zeros((N, 4), jnp.int32),
+        hidden=jnp.zeros((cfg.record_rows, cfg.hidden_width), jnp.float32),
+    )
+
+
+def _roster(in_pool, order, k: int):
+    """[k, N]: the entries in the pool in pool order, padded with -1."""
+    big = jnp.iinfo(jnp.int32).max
+    ranked = jnp.argsort(jnp.where(in_pool, order, big), axis=0, stable=True)[:k].astype(jnp.int32)
+    return jnp.where(jnp.take_along_axis(in_pool, ranked, axis=0), ranked, -1)
+
+
+def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
+    """The same learner in a larger engine (deeper tree, more record rows): every array padded, new
+    blocks free, new pool entries empty. Nothing the learner computes changes."""
+    dS, dA_r, dE = new.slots - old.slots, new.record_rows - old.record_rows, new.entries - old.entries
+    if min(dS, dA_r, dE) < 0 or new._replace(max_depth=old.max_depth, record_rows=old.record_rows,
+                                              layers=old.layers) != old:
+        raise ValueError("resize only enlarges the tree depth and the record arena of the same learner")
+
+    def pad(a, axis, amount, value=0):
+        widths = [(0, 0)] * a.ndim
+        widths[axis] = (0, amount)
+        return jnp.pad(a, widths, constant_values=value)
+
+    nets = state.nets
+    slot_pads = {"loglik": 0.0, "logprior": 0.0, "source": -1, "detached": False, "slot_lineage": -1,
+                 "slot_lineage_n": 0, "slot_lineage_seen": 0, "log_b": 0.0, "block_of": -1, "lanes": -1,
+                 "lane_since": 0}
+    entry_pads = {"in_pool": False, "age": 0, "order": 0, "born": 0, "lineage": -1, "lineage_n": 0,
+                  "lineage_seen": 0}
+    fields = {name: pad(getattr(nets, name), 1, dS, v) for name, v in slot_pads.items()
+              if getattr(nets, name) is not None}
+    fields.update({name: pad(getattr(nets, name), 1, dE, v) for name, v in entry_pads.items()})
+    free = []
+    for index, (a, b) in enumerate(zip(old.layers, new.layers)):
+        # the free stack keeps its free ids and gets the new blocks on top
+        top = nets.n_free[:, index][:, None]
+        at = jnp.arange(b.blocks, dtype=jnp.int32)[None, :]
+        kept = jnp.take_along_axis(nets.free[index], jnp.minimum(at, a.blocks - 1), axis=1)
+        free.append(jnp.where(at < top, kept, a.blocks + at - top))
+    grown = jnp.array([b.blocks - a.blocks for a, b in zip(old.layers, new.layers)], jnp.int32)
+    nets = nets._replace(
+        **fields,
+        pool_rows=tuple(pad(rows, 3, dE) for rows in nets.pool_rows),
+        blocks=tuple(pad(blocks, 1, b.blocks - a.blocks) for blocks, a, b in zip(nets.blocks, old.layers, new.layers)),
+        stamps=None if nets.stamps is None else tuple(
+            pad(stamps, 1, b.blocks - a.blocks, -1) for stamps, a, b in zip(nets.stamps, old.layers, new.layers)),
+        free=tuple(free), n_free=nets.n_free + grown, hidden=pad(nets.hidden, 1, dA_r))
+    records = state.records
+    records = records._replace(z=pad(records.z, 0, dA_r), y=pad(records.y, 0, dA_r),
+                               segment=pad(records.segment, 0, dS, -1), segment_n=pad(records.segment_n, 0, dS),
+                               segment_seen=pad(records.segment_seen, 0, dS))
+    sched = state.schedule
+    sched = sched._replace(level=pad(sched.level, 0, dS), start=pad(sched.start, 0, dS, 1))
+    from nctl.core import boundary
+
+    return boundary.reserve_records(State(sched, nets, records, state.key), new)
+
+
+def gates(cfg: EngineConfig, key) -> tuple:
+    """The hyperplanes of every class network and layer, as ``init`` draws them: per network, per layer,
+    ``Gates(normals [N_i, s, d], offsets [N_i, s])``."""
+    return tuple(
+        tuple(gating.init_gates(jax.random.fold_in(net_key, i), n, cfg.context_bits, cfg.n_features)
+              for i, n in enumerate(cfg.layer_sizes))
+        for net_key in gln.class_keys(key, cfg.n_nets))
+
+
+# ----------------------------------------------------------------------------- weights of members
+
+
+def source_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
+    """The row a member starts from (§4.1): its pool entry, or the initial weights for the fresh model
+    and absent members. ``slot``, ``member``, layer-local ``neuron``, ``context`` broadcast together."""
+    shape = cfg.layers[layer]
+    k = cfg.pool.capacity
+    init = jnp.asarray(cfg.rows.init_value(shape.fan_in), cfg.rows.dtype)
+    if not k:
+        items = jnp.broadcast_shapes(jnp.shape(slot), jnp.shape(member), jnp.shape(neuron), jnp.shape(context))
+        return jnp.broadcast_to(init, items + (shape.width,))
+    entry = net.source[slot, jnp.clip(member, 0, k - 1), shape.offset + neuron]
+    stored = (member >= 0) & (member < k) & (entry >= 0)
+    rows = net.pool_rows[layer][neuron, context, jnp.maximum(entry, 0)]
+    return jnp.where(stored[..., None], rows, init)
+
+
+def _lane(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, block):
+    """Lane of ``member`` in its (slot, neuron) and whether that lane's row in ``block`` is current."""
+    if not cfg.pool.bounded:
+        return member, block >= 0
+    col = cfg.layers[layer].offset + neuron
+    matches = net.lanes[slot, col] == jnp.asarray(member)[..., None]
+    lane = jnp.argmax(matches, axis=-1)
+    stamp = net.stamps[layer][jnp.maximum(block, 0), lane]
+    return lane, (block >= 0) & jnp.any(matches, axis=-1) & (stamp >= net.lane_since[slot, col, lane])
+
+
+def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
+    """The row ``member`` of ``slot`` predicts with at ``context``: its trained row in the slot's block
+    where it has one, else its source row (§6.2). Arguments broadcast together; -> [..., width]."""
+    shape = cfg.layers[layer]
+    block = net.block_of[slot, shape.offset + neuron, context]
+    lane, owns = _lane(net, layer, cfg, slot, member, neuron, block)
+    trained = net.blocks[layer][jnp.maximum(block, 0), lane]
+    return jnp.where(owns[..., None], trained, source_weights(net, layer, cfg, slot, member, neuron, context))
+
+
+# ----------------------------------------------------------------------------- posteriors
+
+
+class Posterior(NamedTuple):
+    alpha: jax.Array  # [S, M, N] member posterior within each slot
+    mass: jax.Array  # [S, N] posterior that the current step lies in each slot's segment
+    log_evidence: jax.Array  # [N] log FMN(x_{1:t}) of every neuron
+
+
+def mixture_posterior(logits):
+    """``softmax`` over members and ``log sum exp`` of ``logits`` [S, M, N], with one exponential pass."""
+    top = jnp.max(logits, axis=1, keepdims=True)
+    weights = jnp.exp(logits - top)
+    total = jnp.sum(weights, axis=1)
+    return weights / total[:, None], top[:, 0] + jnp.log(total)
+
+
+def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
+    """``alpha = softmax_m(log lambda + L)``, ``pi_j = softmax_j(Lambda_j + R_canon(j))`` summed per slot (§3.3)."""
+    live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
+    alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0))
+    canon = tree.canonical_slots(sched)
+    level_logits = tree.level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
+    mass = jnp.zeros_like(log_r).at[canon].add(softmax(level_logits, axis=0))
+    return Posterior(alpha, mass, logsumexp(level_logits, axis=0))
+
+
+def assign_lanes(net: Net, post: Posterior, sched: tree.Schedule, cfg: EngineConfig):
+    """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
+    stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since)."""
+    W = cfg.pool.lanes
+    alpha = jnp.moveaxis(post.alpha, 1, 2)  # [S, N, M]
+    valid = jnp.moveaxis(net.logprior > -jnp.inf, 1, 2)
+    _, desired = jax.lax.top_k(jnp.where(valid, alpha, -1.0), W)  # [S, N, W], ties: lower member first
+    desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
+    held = net.lanes
+    keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)
+    placed = jnp.any(desired[..., :, None] == held[..., None, :], axis=-1) | (desired < 0)
+    newcomer_rank = jnp.cumsum(~placed, axis=-1) - 1
+    open_rank = jnp.cumsum(~keep, axis=-1) - 1
+    take = (~keep[..., :, None]) & (~placed[..., None, :]) & (open_rank[..., :, None] == newcomer_rank[..., None, :])
+    newcomer = jnp.max(jnp.where(take, desired[..., None, :], -1), axis=-1)
+    lanes = jnp.where(keep, held, newcomer)
+    since = jnp.where(keep, net.lane_since, sched.t)
+    live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
+    return jnp.where(live, lanes, net.lanes), jnp.where(live, since, net.lane_since)
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, context):
+    """New blocks for the (slot, neuron, context) items where ``need`` (arrays that broadcast together);
+    returns the net and the item's block (new where needed)."""
+    shape = cfg.layers[layer]
+    rank = (jnp.cumsum(need.reshape(-1)) - 1).reshape(need.shape)
+    top = net.n_free[layer]
+    ids = net.free[layer][jnp.clip(top - 1 - rank, 0, shape.blocks - 1)]
+    col = shape.offset + neuron
+    block = jnp.where(need, ids, net.block_of[slot, col, context])
+    block_of = net.block_of.at[slot, col, context].set(block)
+    return net._replace(block_of=block_of, n_free=net.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
+
+
+def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, lanes_mask, step):
+    """Copy into ``block`` the source rows of the lanes in ``lanes_mask`` [..., W] (blocks just created,
+    and lanes handed to a new member): compacted, ``N_i`` items per round."""
+    shape = cfg.layers[layer]
+    W = cfg.pool.lanes
+    items = lanes_mask.shape[:-1]
+    flat = lambda a: jnp.broadcast_to(a, items).reshape(-1)
+    slot, neuron, context, block = flat(slot), flat(neuron), flat(context), flat(block)
+    mask = lanes_mask.reshape(-1, W)
+    count = slot.shape[0]
+
+    def one_round(carry):
+        pending, net = carry
+        (index,) = jnp.nonzero(pending, size=min(shape.neurons, count), fill_value=count)
+        valid = index < count
+        i = jnp.minimum(index, count - 1)
+        lanes = mask[i] & valid[:, None]  # [F, W]
+        member = net.lanes[slot[i], shape.offset + neuron[i]] if cfg.pool.bounded else jnp.arange(W)[None, :]
+        rows = source_weights(net, layer, cfg, slot[i][:, None], member, neuron[i][:, None], context[i][:, None])
+        dest = unique_or_drop(block[i][:, None] * W + jnp.arange(W), lanes, shape.blocks * W)
+        blocks = net.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
+            rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W, shape.width)
+        net = net._replace(blocks=_put(net.blocks, layer, blocks))
+        if cfg.pool.bounded:
+            stamps = net.stamps[layer].reshape(-1).at[dest.reshape(-1)].set(step, mode="drop", unique_indices=True)
+            net = net._replace(stamps=_put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
+        return pending.at[i].set(pending[i] & ~valid), net
+
+    pending = jnp.any(mask, axis=-1)
+    return jax.lax.while_loop(lambda c: jnp.any(c[0]), one_round, (pending, net))[1]
+
+
+def _put(items: tuple, index: int, value) -> tuple:
+    return items[:index] + (value,) + items[index + 1:]
+
+
+def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
+    """Return the blocks of slots ``first .. stop - 1`` to their layers' free stacks."""
+
+    def one_slot(p, net):
+        free, n_free = list(net.free), net.n_free
+        for index, shape in enumerate(cfg.layers):
+            ids = net.block_of[p, shape.offset:shape.offset + shape.neurons].reshape(-1)
+            held = ids >= 0
+            at = unique_or_drop(n_free[index] + jnp.cumsum(held) - 1, held, shape.blocks)
+            free[index] = free[index].at[at].set(ids, mode="drop", unique_indices=True)
+            n_free = n_free.at[index].add(jnp.sum(held, dtype=jnp.int32))
+        return net._replace(free=tuple(free), n_free=n_free)
+
+    return jax.lax.fori_loop(first, stop, one_slot, net)
+
+
+# ----------------------------------------------------------------------------- one layer
+
+
+def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
+    """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
+    learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q)."""
+    shape = cfg.layers[layer]
+    W, k, S = cfg.pool.lanes, cfg.pool.capacity, cfg.slots
+    neurons = jnp.arange(shape.neurons)
+    positions = jnp.arange(S)[:, None]
+    live = jnp.arange(S) < sched.size
+    block = net.block_of[positions, shape.offset + neurons, contexts]  # [S, N_i]
+    if cfg.pool.bounded:
+        member = net.lanes[:, shape.offset + neurons]  # [S, N_i, W]
+        stamp = net.stamps[layer][jnp.maximum(block, 0)]
+        current = (block >= 0)[..., None] & (member >= 0) & (stamp >= net.lane_since[:, shape.offset + neurons])
+    else:
+        member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
+        current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
+
+    if learn:  # rows trained for the first time start from their sources
+        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
+        stale = live[:, None, None] & (member >= 0) & ~current
+        net = fill_blocks(net, layer, cfg, positions, neurons, contexts, block, stale, sched.t)
+
+    blocks = net.blocks[layer]
+    read = jnp.where(live[:, None], block, 0)
+    write = unique_or_drop(block, live[:, None], shape.blocks)
+    if shape.vectorised:
+        rows = blocks[read]  # [S, N_i, W, width]
+        q = cfg.rows.predict(rows, u)
+        if learn:
+            blocks = blocks.at[write].set(cfg.rows.update(rows, u, q, x), mode="drop", unique_indices=True)
+    else:
+        def body(p, carry):
+            blocks, q_all = carry
+            rows = blocks[read[p]]
+            q = cfg.rows.predict(rows, u)
+            if learn:
+                blocks = blocks.at[write[p]].set(cfg.rows.update(rows, u, q, x), mode="drop", unique_indices=True)
+            return blocks, q_all.at[p].set(q)
+
+        q = jnp.full((S, shape.neurons, W), 0.5, cfg.rows.dtype)
+        blocks, q = jax.lax.fori_loop(0, sched.size, body, (blocks, q))
+    net = net._replace(blocks=_put(net.blocks, layer, blocks))
+    if learn and not cfg.pool.bounded:
+        return net, jnp.moveaxis(q, 2, 1)
+
+    # rows not (yet) trained predict with their source: each pool entry once per step (§6.6)
+    entries = net.pool_rows[layer][neurons, contexts]  # [N_i, E, width]
+    q_entries = cfg.rows.predict(entries, u)
+    q_fresh = cfg.rows.predict(jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u)
+    source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
+    stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
+    frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]
+    if not learn:  # lanes not trained in this slot's block yet read their sources
+        current = current & live[:, None, None]
+        q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
+    slot_member = jnp.where(member >= 0, member, k + 1)
+    q_members = frozen.at[positions[..., None], neurons[None, :, None], slot_member].set(q, mode="drop")
+    return net, jnp.moveaxis(q_members, 2, 1)
+
+
+# ----------------------------------------------------------------------------- one step
+
+
+class Forward(NamedTuple):
+    net: Net
+    p: jax.Array  # output neuron's prediction
+    hidden: jax.Array  # [H] input logits of layers 2..L (the step's record)
+    q: tuple  # per layer [S, M, N_i] member predictions
+
+
+def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool) -> Forward:
+    """Every layer in order: member predictions, node mixtures ``nu``, neuron outputs
+    ``p = sum_slots mass nu`` (§4.2), and, when learning, every trained row's update."""
+    post = posterior(net, sched, cfg)
+    if cfg.pool.bounded:
+        lanes, since = assign_lanes(net, post, sched, cfg)
+        net = net._replace(lanes=lanes, lane_since=since)
+    ggm = isinstance(cfg.rows, GGMRows)
+    contexts = gating.contexts(gating.Gates(net.normals, net.offsets), z)
+    u = mixing.feature_logits(z, cfg.rows.prob_eps) if ggm else jnp.ones(1, jnp.float32)
+    live = (jnp.arange(cfg.slots) < sched.size)[:, None]
+    hidden, qs = [], []
+    for index, shape in enumerate(cfg.layers):
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        if index:
+            hidden.append(u[:-1])
+        net, q = layer_pass(net, index, cfg, sched, contexts[cols], u, x, learn)
+        nu = jnp.where(live, jnp.sum(post.alpha[:, :, cols] * q, axis=1), 0.0)
+        p = jnp.sum(post.mass[:, cols] * nu, axis=0)
+        qs.append(q)
+        if ggm:
+            u = mixing.input_logits(p, cfg.rows.prob_eps)
+    hidden = jnp.concatenate(hidden) if hidden else jnp.zeros(0, jnp.float32)
+    return Forward(net, p[0], hidden, tuple(qs))
+
+
+def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
+    out = forward(net, sched, z, x, cfg, learn=True)
+    live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
+    logq = jnp.concatenate([mixing.log_prob(q, x) for q in out.q], axis=2)
+    net = out.net._replace(loglik=out.net.loglik + jnp.where(live, logq, 0.0))
+    return net, out.p, out.hidden
+
+
+def step(state: State, z, y, cfg: EngineConfig):
+    """Learn one example: predict, learn, record; returns the state (its boundary not yet processed)
+    and the pre-update predictions [classes]."""
+    sched = state.schedule
+    x = (y == jnp.asarray(cfg.positives)).astype(jnp.float32)
+    nets, p, hidden = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x)
+    records = state.records
+    row = records.free[(sched.t - 1) % cfg.chunk]
+    nets = nets._replace(hidden=nets.hidden.at[:, row].set(hidden))
+    keys = reservoir.event_key(state.key, reservoir.SEGMENT_TAG, sched.start, sched.t)
+    positions, n, seen = jax.vmap(lambda n, s, k: reservoir.offer(n, s, cfg.pool.reservoir_size, k))(
+        records.segment_n, records.segment_seen, keys)
+    live = jnp.arange(cfg.slots) < sched.size
+    keep = live & (positions >= 0)
+    records = records._replace(
+        z=records.z.at[row].set(jnp.asarray(z, jnp.float32)),
+        y=records.y.at[row].set(y),
+        segment=records.segment.at[jnp.arange(cfg.slots), jnp.where(keep, positions, records.segment.shape[1])].set(
+            row, mode="drop"),
+        segment_n=jnp.where(live, n, records.segment_n),
+        segment_seen=jnp.where(live, seen, records.segment_seen),
+    )
+    return state._replace(nets=nets, records=records), p
+
+
+# ----------------------------------------------------------------------------- boundary (end of a step)
+
+
+def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
+    """Process the boundary of the next step: tree weights, pool updates of the segments that close
+    (when ``pool_update``), pruning, popping the closed slots and pushing the new one (§3.2, §4.2-§4.7)."""
+    from nctl.core import boundary
+
+    old = state.schedule
+    adv = tree.advance(old)
+    nets = state.nets
+    if pool_update and cfg.max_closes:  # a pool, and segments long enough to update it
+        nets = boundary.update_pool(nets, state, adv, cfg)
+    nets = per_net(lambda net: _restart(net, old, adv, cfg), nets)
+    records = state.records._replace(
+        segment_n=state.records.segment_n.at[adv.kept].set(0),
+        segment_seen=state.records.segment_seen.at[adv.kept].set(0),
+    )
+    state = state._replace(schedule=adv.new, nets=nets, records=records)
+    return boundary.reserve_records(state, cfg) if pool_update else state
+
+
+def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig) -> Net:
+    """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
+    live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
+    log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0))[1]  # [S, N]
+    w_c = tree.node_log_weight(net.log_b, log_r[tree.canonical_slots(old)], old.depth, adv.completed, cfg.prior)
+    log_b = jnp.where(adv.grow, tree.shift_levels(net.log_b), net.log_b)
+    i = adv.closing - 1
+    log_b = jnp.where(jnp.arange(cfg.slots)[:, None] > i, 0.0, log_b).at[i].set(w_c)
+    net = free_blocks(net, adv.kept, old.size, cfg)
+    pushed = adv.kept
+    count = jnp.sum(net.roster >= 0, axis=0)
+    net = net._replace(
+        log_b=log_b,
+        loglik=net.loglik.at[pushed].set(0.0),
+        logprior=net.logprior.at[pushed].set(member_log_prior(count, cfg.pool.capacity)),
+        source=net.source.at[pushed].set(net.roster),
+        detached=net.detached.at[pushed].set(False),
+        block_of=net.block_of.at[pushed].set(-1),
+    )
+    if cfg.pool.bounded:
+        net = net._replace(lanes=net.lanes.at[pushed].set(-1), lane_since=net.lane_since.at[pushed].set(0))
+    return net
+
+
+# ----------------------------------------------------------------------------- compiled programs
+
+
+Observe = Callable[[State], Any] | None
+
+
+@partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,))
+def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe):
+    """Learn rows ``Z[:n]`` in order until one ends at a step whose boundary updates the pool (``t = 0
+    mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``.
+    Returns ``(state, predictions [B, classes], observations, rows done, boundary due)``."""
+    last_step = 2**cfg.max_depth
+
+    def can_go(carry):
+        i, state, _, _, due = carry
+        return (i < n) & ~due & (state.schedule.t < last_step)
+
+    def body(carry):
+        i, state, preds, obs, _ = carry
+        state, p = step(state, Z[i], Y[i], cfg)
+        if observe is not None:
+            obs = jax.tree.map(lambda o, v: o.at[i].set(v), obs, observe(state))
+        due = state.schedule.t % cfg.chunk == 0
+        state = when(~due, lambda s: advance(s, cfg, pool_update=False), state)
+        return i + 1, state, preds.at[i].set(p), obs, due
+
+    preds = jnp.zeros((Z.shape[0], cfg.n_nets), jnp.float64)
+    obs = None
+    if observe is not None:
+        shapes = jax.eval_shape(observe, state)
+        obs = jax.tree.map(lambda s: jnp.zeros((Z.shape[0],) + s.shape, s.dtype), shapes)
+    done, state, preds, obs, due = jax.lax.while_loop(can_go, body, (jnp.int32(0), state, preds, obs, jnp.bool_(False)))
+    return state, preds, obs, done, due
+
+
+@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
+def boundary(state: State, cfg: EngineConfig) -> State:
+    """The boundary after a step ``t = 0 mod P``: pool updates, the restart, the records of the next ``P``."""
+    return advance(state, cfg, pool_update=True)
+
+
+@partial(jax.jit, static_argnums=(2,))
+def _predict(state: State, Z, cfg: EngineConfig):
+    sched = state.schedule
+
+    def one(z):
+        return per_net(lambda net: forward(net, sched, z, jnp.float32(0), cfg, learn=False).p, state.nets)
+
+    return jax.lax.map(one, Z)
+
+
+_resize = jax.jit(resize, static_argnums=(1, 2))
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
+    """Learn the rows of ``X`` [n, d], ``Y`` [n] in order. Returns ``(state, cfg, predictions [n, classes],
+    observations)``; the configuration changes when the state had to grow (a longer stream than
+    ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
+    probs, observations, a = [], [], 0
+    while a < X.shape[0]:
+        n = min(LEARN_BLOCK, X.shape[0] - a)
+        Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
+        Z[:n] = X[a:a + n]
+        labels = np.zeros(LEARN_BLOCK, np.int32)
+        labels[:n] = Y[a:a + n]
+        state, p, obs, done, due = run_steps(state, Z, labels, n, cfg, observe)
+        done = int(done)
+        probs.append(np.asarray(p[:done]))
+        if observe is not None:
+            observations.append(jax.tree.map(lambda o: np.asarray(o[:done]), obs))
+        a += done
+        if bool(due):
+            state = boundary(state, cfg)
+            if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
+                state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
+        elif done < n:  # the tree outgrew max_depth
+            state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1))
+    obs = jax.tree.map(lambda *parts: np.concatenate(parts), *observations) if observations else None
+    return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
+
+
+def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
+    new = configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
+                    wanted.max_depth, wanted.record_rows)
+    return _resize(state, cfg, new), new
+
+
+def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
+    """Frozen predictions [n, classes] of the next step for the rows of ``X`` [n, d]."""
+    out = []
+    for a in range(0, X.shape[0], PREDICT_BLOCK):
+        rows = X[a:a + PREDICT_BLOCK]
+        size = 1 << max(0, rows.shape[0] - 1).bit_length()  # one compiled shape per power of two
+        Z = np.zeros((size, X.shape[1]), np.float32)
+        Z[:rows.shape[0]] = rows
+        out.append(np.asarray(_predict(state, Z, cfg))[:rows.shape[0]])
+    return np.concatenate(out) if out else np.zeros((0, cfg.n_nets))
