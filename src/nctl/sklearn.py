@@ -11,11 +11,10 @@ learners expect standardised side information, so put a ``StandardScaler`` in fr
 >>> from sklearn.pipeline import make_pipeline
 >>> from sklearn.preprocessing import StandardScaler
 >>> from nctl.sklearn import GLNClassifier
->>> rng = np.random.default_rng(0)
->>> X = rng.normal(3.0, 2.0, size=(400, 4))
->>> y = np.where(X[:, 0] > X[:, 1], "up", "down")
+>>> X = np.random.default_rng(0).normal(3.0, 2.0, size=(400, 3))
+>>> y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0] - X[:, 1], [-1.0, 1.0])]
 >>> model = make_pipeline(StandardScaler(), GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1))
->>> bool(model.fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.9)
+>>> bool(model.fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.8)
 True
 """
 
@@ -93,13 +92,19 @@ class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a scikit-learn classifier; the parameters and their
     defaults are the learner's, except ``n_classes``, which comes from the labels.
 
+    ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
+    learns:
+
     >>> import numpy as np
     >>> from nctl.sklearn import GLNClassifier
     >>> X = np.random.default_rng(1).standard_normal((300, 3))
-    >>> y = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes: 0, 1, 2
-    >>> model = GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1).fit(X, y)
-    >>> model.classes_, model.predict_proba(X[:2]).shape
-    (array([0, 1, 2]), (2, 3))
+    >>> y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0], [-0.5, 0.5])]
+    >>> model = GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1)
+    >>> for rows in np.array_split(np.arange(300), 3):
+    ...     model = model.partial_fit(X[rows], y[rows], classes=["low", "mid", "high"])
+    >>> whole = GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1).fit(X, y)
+    >>> model.classes_.tolist(), bool(np.array_equal(model.predict_proba(X), whole.predict_proba(X)))
+    (['high', 'low', 'mid'], True)
     """
 
     _learner_class = GLN
@@ -127,19 +132,16 @@ class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
     learner's, except ``n_classes``, which comes from the labels.
 
-    ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
-    learns, so a stream whose concept changes and comes back can arrive in any chunks:
+    It is used like ``GLNClassifier``; each new number of features or classes compiles the network
+    again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
+    length ``n`` is best served by ``depth = ceil(log2 n)``:
 
-    >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
     >>> from nctl.sklearn import NCTLClassifier
-    >>> X = np.random.default_rng(2).standard_normal((256, 2))
-    >>> y = np.where(np.arange(256) // 64 % 2 == 0, X[:, 0] > 0, X[:, 1] > 0)  # two concepts, alternating
-    >>> model = NCTLClassifier(layer_sizes=(4, 1), learning_rate=0.1, pool_size=4, depth=8)
-    >>> for rows in np.array_split(np.arange(256), 4):
-    ...     model = model.partial_fit(X[rows], y[rows], classes=[False, True])
-    >>> whole = NCTLClassifier(**model.get_params()).fit(X, y)
-    >>> bool(np.array_equal(model.predict_proba(X), whole.predict_proba(X)))
-    True
+    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(learning_rate=0.1, depth=12))  # 4,096 rows
+    >>> model[-1].get_params()["pool_size"]
+    15
     """
 
     _learner_class = NCTL
