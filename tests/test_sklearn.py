@@ -16,7 +16,7 @@ import nctl
 from nctl.sklearn import GLNClassifier, NCTLClassifier
 
 # One neuron: every distinct feature and class count compiles the learner again (NCTL: seconds), and the
-# checks use nine. The fixed NCTL depth (2^9 steps) covers every stream here, so the tree never grows.
+# checks use eight. The fixed NCTL depth (2^9 steps) covers every stream here, so the tree never grows.
 SMALL_GLN = dict(layer_sizes=(1,), context_bits=1, learning_rate=0.1)
 SMALL_NCTL = dict(layer_sizes=(1,), context_bits=1, learning_rate=0.1, pool_size=2, depth=9, min_segment=8,
                   reservoir_size=8)
