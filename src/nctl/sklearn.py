@@ -1,0 +1,183 @@
+"""scikit-learn classifiers backed by the nctl learners: ``GLNClassifier`` and ``NCTLClassifier``.
+
+``fit(X, y)`` learns the rows of ``X`` once, in order, starting from a fresh learner; ``partial_fit``
+continues the same stream (its first call needs ``classes``, as in scikit-learn's other online
+estimators). Labels may be any values: ``classes_`` holds them sorted, two classes train one network
+and ``K > 2`` classes train ``K`` one-vs-all networks. The features are not standardised here: the
+learners expect standardised side information, so put a ``StandardScaler`` in front of them in a
+``Pipeline``. This module needs scikit-learn (the ``sklearn`` extra); ``import nctl`` does not load it.
+
+>>> import numpy as np
+>>> from sklearn.pipeline import make_pipeline
+>>> from sklearn.preprocessing import StandardScaler
+>>> from nctl.sklearn import GLNClassifier
+>>> X = np.random.default_rng(0).normal(3.0, 2.0, size=(400, 3))
+>>> y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0] - X[:, 1], [-1.0, 1.0])]
+>>> model = make_pipeline(StandardScaler(), GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1))
+>>> bool(model.fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.8)
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from nctl.learners import GLN, NCTL
+
+FEATURE_DTYPES = (np.float32, np.float64)  # other numeric inputs become float32, the learners' dtype
+
+
+class _Classifier(ClassifierMixin, BaseEstimator):
+    """A scikit-learn classifier around an nctl learner (``_learner_class``, built from the parameters
+    and the number of classes). Fitted attributes: ``classes_``, ``n_features_in_`` and ``learner_``
+    (the nctl learner, for ``save`` and ``nctl.inspect``)."""
+
+    _learner_class: type
+
+    def fit(self, X, y):
+        """Learn the rows of ``X`` [n, d] in order, once, from a fresh learner."""
+        X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES)
+        check_classification_targets(y)
+        self._start(unique_labels(y))
+        return self._learn(X, y)
+
+    def partial_fit(self, X, y, classes=None):
+        """Learn the rows of ``X`` [n, d] in order, continuing from the rows learned before.
+
+        ``classes``: every label the stream may hold; required on the first call (the first call
+        after ``fit`` continues ``fit``'s learner), optional and unchanged afterwards.
+        """
+        first = not hasattr(self, "classes_")
+        if first and classes is None:
+            raise ValueError("classes must be given on the first call to partial_fit")
+        X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, reset=first)
+        check_classification_targets(y)
+        if first:
+            self._start(unique_labels(classes))
+        elif classes is not None and not np.array_equal(unique_labels(classes), self.classes_):
+            raise ValueError(f"classes={classes!r} differs from the classes of earlier calls: "
+                             f"{self.classes_.tolist()}")
+        return self._learn(X, y)
+
+    def _start(self, classes: np.ndarray) -> None:
+        if len(classes) < 2:
+            raise ValueError(f"a classifier needs at least 2 classes, got 1 class: {classes.tolist()}")
+        self.classes_ = classes
+        self.learner_ = self._learner_class(**self.get_params(), n_classes=len(classes))
+
+    def _learn(self, X: np.ndarray, y: np.ndarray):
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise ValueError(f"label {y[unknown].tolist()[0]!r} is not one of classes_ {self.classes_.tolist()}")
+        self.learner_.learn_many(X, np.searchsorted(self.classes_, y))
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities [n, classes] (columns in the order of ``classes_``); learns nothing."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=FEATURE_DTYPES, reset=False)
+        p = self.learner_.predict_proba_many(X)
+        return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable label of every row [n]."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+class GLNClassifier(_Classifier):
+    """A Gated Linear Network (``nctl.GLN``) as a scikit-learn classifier; the parameters and their
+    defaults are the learner's, except ``n_classes``, which comes from the labels.
+
+    ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
+    learns:
+
+    >>> import numpy as np
+    >>> from nctl.sklearn import GLNClassifier
+    >>> X = np.random.default_rng(1).standard_normal((300, 3))
+    >>> y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0], [-0.5, 0.5])]
+    >>> model = GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1)
+    >>> for rows in np.array_split(np.arange(300), 3):
+    ...     model = model.partial_fit(X[rows], y[rows], classes=["low", "mid", "high"])
+    >>> whole = GLNClassifier(layer_sizes=(8, 1), learning_rate=0.1).fit(X, y)
+    >>> model.classes_.tolist(), bool(np.array_equal(model.predict_proba(X[:100]), whole.predict_proba(X[:100])))
+    (['high', 'low', 'mid'], True)
+    """
+
+    _learner_class = GLN
+
+    def __init__(
+        self,
+        layer_sizes: tuple = GLN.layer_sizes,
+        context_bits: int = GLN.context_bits,
+        learning_rate: float = GLN.learning_rate,
+        weight_init: str = GLN.weight_init,
+        prob_eps: float = GLN.prob_eps,
+        max_weight: float = GLN.max_weight,
+        seed: int = GLN.seed,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.weight_init = weight_init
+        self.prob_eps = prob_eps
+        self.max_weight = max_weight
+        self.seed = seed
+
+
+class NCTLClassifier(_Classifier):
+    """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
+    learner's, except ``n_classes``, which comes from the labels.
+
+    It is used like ``GLNClassifier``; each new number of features or classes compiles the network
+    again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
+    length ``n`` is best served by ``depth = ceil(log2 n)``:
+
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from nctl.sklearn import NCTLClassifier
+    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(learning_rate=0.1, depth=12))  # 4,096 rows
+    >>> model[-1].get_params()["pool_size"]
+    15
+    """
+
+    _learner_class = NCTL
+
+    def __init__(
+        self,
+        layer_sizes: tuple = NCTL.layer_sizes,
+        context_bits: int = NCTL.context_bits,
+        learning_rate: float = NCTL.learning_rate,
+        pool_size: int = NCTL.pool_size,
+        depth: int | None = NCTL.depth,
+        min_segment: int = NCTL.min_segment,
+        reservoir_size: int = NCTL.reservoir_size,
+        refine_threshold: float = NCTL.refine_threshold,
+        skip_threshold: float = NCTL.skip_threshold,
+        joint_evidence: bool = NCTL.joint_evidence,
+        eviction: str = NCTL.eviction,
+        split_prob: float = NCTL.split_prob,
+        weight_init: str = NCTL.weight_init,
+        prob_eps: float = NCTL.prob_eps,
+        max_weight: float = NCTL.max_weight,
+        seed: int = NCTL.seed,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.pool_size = pool_size
+        self.depth = depth
+        self.min_segment = min_segment
+        self.reservoir_size = reservoir_size
+        self.refine_threshold = refine_threshold
+        self.skip_threshold = skip_threshold
+        self.joint_evidence = joint_evidence
+        self.eviction = eviction
+        self.split_prob = split_prob
+        self.weight_init = weight_init
+        self.prob_eps = prob_eps
+        self.max_weight = max_weight
+        self.seed = seed
