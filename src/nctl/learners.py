@@ -353,9 +353,10 @@ class NCTL(_OnlineLearner):
         return self._run(X, y, None)[0]
 
     def learn_observed(self, X, y, observe):
-        """``learn_many`` that also returns ``observe(state)`` after every step (stacked), taken once the
-        step is learned and before the next boundary is processed; ``observe`` is a pure function of the
-        engine state (``nctl.core.engine.State``), e.g. ``nctl.inspect.boundaries.segment_posterior``."""
+        """``learn_many`` that also returns ``observe(state, cfg)`` after every step (stacked), taken once
+        the step is learned and before the next boundary is processed; ``observe`` is a module-level pure
+        function of the engine state and configuration (``nctl.core.engine``), e.g.
+        ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
         probs, observations = self._run(X, y, observe)
         return self._outputs(probs), observations

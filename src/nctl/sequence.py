@@ -1,32 +1,33 @@
-"""Binary sequence predictors: KT, PTW and FMN over a base model.
+"""Binary sequence predictors: KT, PTW and FMN over Krichevsky-Trofimov counts.
 
-Prediction (and, through arithmetic coding, compression) of piecewise-stationary binary sources
-whose segments may recur. Each predictor is a value object; ``log_probs(bits)`` runs a fresh
-predictor over the bits and returns ``log P(x_{1:t}) = sum_{s<=t} log P(x_s | x_<s)`` for every prefix
-``t`` in float64: the code length of sequential prediction. With a tree deep enough for the whole
-string this is the tree's evidence ``log PTW_D(x_{1:t})``; a growing tree (``depth=None``) pays
-about one extra bit per doubling of ``t``.
+Prediction (and, through arithmetic coding, compression) of piecewise-stationary binary sources whose
+segments may recur (docs/algorithm.md §3, §4). PTW and FMN run on the same engine as ``nctl.NCTL``
+(``nctl.core.engine``), with KT counts as the row model: one layer of one neuron with one context.
+Each predictor is a value object; ``log_probs(bits)`` runs a fresh predictor over the bits and returns
+``log P(x_{1:t}) = sum_{s<=t} log P(x_s | x_<s)`` for every prefix ``t`` in float64: the code length of
+sequential prediction. With a tree deep enough for the whole string this is the tree's evidence
+``log PTW_D(x_{1:t})``; a growing tree (``depth=None``) pays about one extra bit per doubling of ``t``.
 
 >>> import numpy as np
 >>> from nctl.sequence import KT, PTW, FMN
->>> bits = np.array([0, 0, 0, 0, 1, 1, 1, 1] * 32)
->>> bool(FMN(pool_size=4, min_segment=4).log_probs(bits)[-1] > PTW().log_probs(bits)[-1] > KT().log_probs(bits)[-1])
+>>> bits = np.array(([0] * 60 + [1] * 4 + [1] * 60 + [0] * 4) * 8)  # two coins taking turns
+>>> kt, ptw, fmn = (p.log_probs(bits)[-1] for p in (KT(), PTW(), FMN(pool_size=4, min_segment=64)))
+>>> bool(fmn > ptw > kt)
 True
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import fmn, ptw, tree
-from nctl.core.base import KT as KT_BASE
-from nctl.core.base import BaseModel, log_prob
+from nctl.core import engine, tree
 from nctl.core.pool import PoolConfig
+from nctl.core.rows import KTRows
 
 
 def check_bits(bits) -> np.ndarray:
@@ -48,114 +49,99 @@ def check_bits(bits) -> np.ndarray:
 class KT:
     """Krichevsky-Trofimov estimator: ``P(x_t = 1 | x_<t) = (n_1 + 1/2) / (t - 1 + 1)``."""
 
-    def base(self) -> BaseModel:
-        return KT_BASE
-
     def log_probs(self, bits) -> np.ndarray:
-        bits = jnp.asarray(check_bits(bits))
-        return np.asarray(_kt_log_probs(bits))
+        return np.asarray(_kt_log_probs(jnp.asarray(check_bits(bits))))
 
 
 @jax.jit
 def _kt_log_probs(bits):
+    rows = KTRows()
+
     def step(counts, x):
-        return KT_BASE.update(counts, (), x), log_prob(KT_BASE, counts, (), x)
+        q = rows.predict(counts, None)
+        return rows.update(counts, None, q, x), jnp.log(jnp.where(x > 0, q, 1.0 - q))
 
-    return jnp.cumsum(jax.lax.scan(step, KT_BASE.init(), bits)[1])
+    return jnp.cumsum(jax.lax.scan(step, jnp.zeros(2, jnp.float64), bits)[1])
 
 
-@dataclass(frozen=True)
-class PTW:
-    """Partition Tree Weighting of depth ``depth`` (None: start at 0 and grow with the stream)."""
+class SequenceRun(NamedTuple):
+    """What an FMN did on a string, step by step."""
 
-    depth: int | None = None
-    base: KT = field(default_factory=KT)
-    split_prob: float = 0.5
-
-    def _outputs(self, bits):
-        bits = check_bits(bits)
-        base, prior = self.base.base(), tree.tree_prior(self.split_prob)
-        state = ptw.init(base, tree.capacity_for(len(bits), self.depth) + 1, self.depth or 0)
-        return _ptw_runner(base, prior)(state, jnp.asarray(bits))
-
-    def log_probs(self, bits) -> np.ndarray:
-        return np.cumsum(np.asarray(self._outputs(bits)[1]))
-
-    def probs(self, bits) -> np.ndarray:
-        """``P(x_t = 1 | x_<t)`` for every step."""
-        return np.asarray(self._outputs(bits)[0])
-
-    def log_evidence(self, bits) -> np.ndarray:
-        """``log PTW_D(x_{1:t})`` of the tree as it is at each step."""
-        return np.asarray(self._outputs(bits)[2])
+    p1: np.ndarray  # [n] P(x_t = 1 | x_<t)
+    log_px: np.ndarray  # [n] log P(x_t | x_<t)
+    evidence: np.ndarray  # [n] log FMN(x_{1:t}) of the tree as it is at step t
+    events: np.ndarray  # [n, 4] pool decisions so far: refine, skip, add, evict (boundary t included)
+    pool: tuple  # the final pool in pool order: (n_0, n_1) counts of each stored state
 
 
 @dataclass(frozen=True)
 class FMN:
-    """The Forget-Me-Not process: PTW whose segments mix a pool of remembered base states.
-
-    ``initial_pool`` pre-fills the pool with base states (for KT: ``(zeros, ones)`` counts).
-    """
+    """The Forget-Me-Not process over KT counts (docs/algorithm.md §4): PTW whose segments mix a pool
+    of remembered states with a fresh estimator. ``initial_pool`` pre-fills the pool with ``(n_0, n_1)``
+    counts; ``depth=None`` grows the tree with the string."""
 
     depth: int | None = None
-    base: KT = field(default_factory=KT)
     pool_size: int = 15
     min_segment: int = 32
     reservoir_size: int = 100
     refine_threshold: float = 0.0
     skip_threshold: float = 0.0
-    joint_evidence: bool = True
+    joint_evidence: bool = False
     eviction: str = "fifo"
     initial_pool: tuple = ()
     split_prob: float = 0.5
     seed: int = 0
 
-    @property
-    def pool_config(self) -> PoolConfig:
-        return PoolConfig(
-            self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
-            self.skip_threshold, self.joint_evidence, self.eviction,
-        ).validate()
+    def config(self, n_steps: int) -> engine.EngineConfig:
+        pool = PoolConfig(self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
+                          self.skip_threshold, self.joint_evidence, self.eviction)
+        max_depth = max(self.depth or 0, tree.depth_for(n_steps))
+        return engine.configure(0, (1,), 0, KTRows(), pool, tree.tree_prior(self.split_prob), 2, max_depth)
 
-    def run(self, bits) -> tuple[fmn.FMNState, np.ndarray, np.ndarray, np.ndarray]:
-        """Final state, and per step ``P(x_t = 1 | x_<t)``, ``log P(x_t | x_<t)`` and the evidence
-        ``log FMN_D(x_{1:t})`` of the tree as it is at that step."""
+    def run(self, bits) -> SequenceRun:
         bits = check_bits(bits)
-        pool = [jnp.asarray(s, jnp.float64) for s in self.initial_pool]
-        state = fmn.init(
-            self.base.base(), self.pool_config, tree.capacity_for(len(bits), self.depth) + 1, (),
-            jax.random.PRNGKey(self.seed), self.depth or 0, pool,
-        )
-        runner = _fmn_runner(self.base.base(), self.pool_config, tree.tree_prior(self.split_prob))
-        state, outputs = runner(state, jnp.asarray(bits))
-        return (state,) + tuple(np.asarray(o) for o in outputs)
+        cfg = self.config(len(bits))
+        initial = np.asarray(self.initial_pool, np.float64).reshape(-1, 2)
+        state = engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0, initial)
+        state, _, probs, (evidence, events) = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits,
+                                                            _observe)
+        p1 = probs[:, 0]
+        roster = np.asarray(state.nets.roster[0, :, 0])
+        stored = np.asarray(state.nets.pool_rows[0][0, 0, 0])
+        pool = tuple(tuple(float(v) for v in stored[e]) for e in roster if e >= 0)
+        return SequenceRun(p1, np.log(np.where(bits == 1, p1, 1.0 - p1)), evidence, events, pool)
 
     def log_probs(self, bits) -> np.ndarray:
-        return np.cumsum(self.run(bits)[2])
+        return np.cumsum(self.run(bits).log_px)
 
     def probs(self, bits) -> np.ndarray:
-        return self.run(bits)[1]
+        return self.run(bits).p1
 
 
-@lru_cache(maxsize=None)
-def _ptw_runner(base: BaseModel, prior: tree.TreePrior):
-    def run(state, bits):
-        def step(state, x):
-            state, *outputs = ptw.step(state, base, (), x, prior)
-            return state, tuple(outputs)
-
-        return jax.lax.scan(step, state, bits)[1]
-
-    return jax.jit(run)
+def _observe(state: engine.State, cfg: engine.EngineConfig):
+    """The neuron's evidence after a step and its event counts (which include the step's own boundary)."""
+    net = jax.tree.map(lambda a: a[0], state.nets)
+    return engine.posterior(net, state.schedule, cfg).log_evidence[0], net.events[0]
 
 
-@lru_cache(maxsize=None)
-def _fmn_runner(base: BaseModel, cfg: PoolConfig, prior: tree.TreePrior):
-    def run(state, bits):
-        def step(state, x):
-            state, *outputs = fmn.step(state, base, (), x, cfg, prior)
-            return state, tuple(outputs)
+@dataclass(frozen=True)
+class PTW:
+    """Partition Tree Weighting of depth ``depth`` (None: start at 0 and grow with the string) over KT:
+    FMN without a pool (docs/algorithm.md §4.9)."""
 
-        return jax.lax.scan(step, state, bits)
+    depth: int | None = None
+    split_prob: float = 0.5
+    fmn: FMN = field(init=False, repr=False)
 
-    return jax.jit(run)
+    def __post_init__(self):
+        object.__setattr__(self, "fmn", FMN(depth=self.depth, pool_size=0, split_prob=self.split_prob))
+
+    def log_probs(self, bits) -> np.ndarray:
+        return self.fmn.log_probs(bits)
+
+    def probs(self, bits) -> np.ndarray:
+        return self.fmn.probs(bits)
+
+    def log_evidence(self, bits) -> np.ndarray:
+        """``log PTW_D(x_{1:t})`` of the tree as it is at each step."""
+        return self.fmn.run(bits).evidence

@@ -5,7 +5,8 @@ counts, ``nctl.sequence``). Its entry points are the whole contract:
 
 * ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1;
 * ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
-  state and configuration, the pre-update predictions and, per step, ``observe(state)``;
+  state and configuration, the pre-update predictions and, per step, ``observe(state, cfg)`` taken
+  after the step is learned and before its boundary is processed;
 * ``predict(state, cfg, X)``: frozen predictions; the state never changes.
 
 The state is always *prepared*: the boundary of the next step (closing segments, pool updates,
@@ -695,7 +696,7 @@ def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig)
 # ----------------------------------------------------------------------------- compiled programs
 
 
-Observe = Callable[[State], Any] | None
+Observe = Callable[[State, EngineConfig], Any] | None  # a module-level function: it keys compiled programs
 
 
 @partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,))
@@ -713,7 +714,7 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe):
         i, state, preds, obs, _ = carry
         state, p = step(state, Z[i], Y[i], cfg)
         if observe is not None:
-            obs = jax.tree.map(lambda o, v: o.at[i].set(v), obs, observe(state))
+            obs = jax.tree.map(lambda o, v: o.at[i].set(v), obs, observe(state, cfg))
         due = state.schedule.t % cfg.chunk == 0
         state = when(~due, lambda s: advance(s, cfg, pool_update=False), state)
         return i + 1, state, preds.at[i].set(p), obs, due
@@ -721,7 +722,7 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe):
     preds = jnp.zeros((Z.shape[0], cfg.n_nets), jnp.float64)
     obs = None
     if observe is not None:
-        shapes = jax.eval_shape(observe, state)
+        shapes = jax.eval_shape(lambda s: observe(s, cfg), state)
         obs = jax.tree.map(lambda s: jnp.zeros((Z.shape[0],) + s.shape, s.dtype), shapes)
     done, state, preds, obs, due = jax.lax.while_loop(can_go, body, (jnp.int32(0), state, preds, obs, jnp.bool_(False)))
     return state, preds, obs, done, due
