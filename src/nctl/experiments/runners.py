@@ -72,6 +72,9 @@ def tree_depth(n_steps: int) -> int:
     return max(1, math.ceil(math.log2(max(n_steps, 2))))
 
 
+LEARNERS = ("nctl", "gln", "oracle-1", "oracle-2", "mlp", "ewc", "online-ewc", "no-change")  # and "river:MODEL"
+
+
 def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -> Callable[[], Any]:
     """A function making a fresh learner ``name`` for ``stream`` (a factory, for the oracles)."""
     n_classes, n_features = stream.n_classes, stream.n_features
