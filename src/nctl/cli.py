@@ -92,6 +92,7 @@ def cmd_report(args) -> int:
 def cmd_plot(args) -> int:
     from nctl import plots
 
+    _atomic.check_writable(args.out)
     for path in args.results:
         for figure in plots.plot_results(report.load(path), args.out):
             print(figure)
