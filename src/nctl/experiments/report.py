@@ -94,8 +94,8 @@ def rows(results: dict) -> list[dict[str, Any]]:
         if kind == configs.ORACLES:  # the claim is per sequence: each rival's log loss minus NCTL's
             for learner in summary.get("learners", {}):
                 if learner != "nctl":
-                    gaps = [_number(seed["learners"][learner]["log_loss"]) - _number(seed["learners"]["nctl"]["log_loss"])
-                            for seed in results["seeds"]]
+                    gaps = [_number(seed["learners"][learner]["log_loss"])
+                            - _number(seed["learners"]["nctl"]["log_loss"]) for seed in results["seeds"]]
                     add(learner, "paired, minus NCTL", "log_loss_gap", _over_sequences(gaps))
     else:  # transfer curves: mean log-loss over the first steps of the target, per condition
         for condition, entry in summary.get("conditions", {}).items():

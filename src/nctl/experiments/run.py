@@ -188,8 +188,7 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
                 shown.close()
     results = write_results(exp, folder, interrupted)
     if interrupted:
-        done = sum(s in finished for s in seeds)
-        raise KeyboardInterrupt(f"interrupted: {done} of {len(seeds)} seeds kept in {folder}")
+        raise KeyboardInterrupt(f"interrupted: {len(finished)} of {len(seeds)} seeds kept in {folder}")
     return results
 
 
