@@ -347,6 +347,8 @@ def test_a_corrupt_cached_seed_file_is_named_and_run_again(tmp_path, capsys):
     ("demo", "steps_per_task=10", "'steps_per_task' does not apply to prequential experiments"),
     ("split-mnist", "max_steps=100", "'max_steps' does not apply to task-matrix experiments"),
     ("demo", "pool=3", "unknown setting 'pool'"),
+    ("demo", "seeds.x=1", "setting 'seeds' has no entries"),
+    ("demo", "stream_args.n_segments=x", "stream_args.n_segments must be an integer, got 'x'"),
 ])
 def test_a_bad_setting_is_one_line_and_status_2_before_any_compute(name, setting, message, tmp_path, monkeypatch,
                                                                     capsys):

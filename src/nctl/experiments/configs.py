@@ -71,6 +71,8 @@ class Experiment:
             top, _, sub = key.partition(".")
             if top not in settable:
                 raise ValueError(f"unknown setting {key!r} for experiment {self.name}; settings: {', '.join(settable)}")
+            if sub and not isinstance(getattr(self, top), Mapping):
+                raise ValueError(f"setting {top!r} has no entries: set it with --set {top}=VALUE, not {key!r}")
             if sub:
                 group = dict(changes.get(top, getattr(self, top)))
                 group[sub] = tuple(value) if isinstance(value, list) else value

@@ -16,8 +16,8 @@ from nctl.experiments.runners import LEARNERS
 NETWORK_KEYS = tuple(k for k in params.GLN_RULES if k not in ("n_classes", "seed"))  # set per stream and seed
 NCTL_KEYS = tuple(k for k in params.NCTL_RULES if k not in params.GLN_RULES)
 STREAM_SET_BY_RUNNER = ("data_dir", "seed", "n_distractors", "n_sources")  # the conditions choose the last two
-MLP_KEYS = tuple(k for k in inspect.signature(MLPLearner).parameters
-                 if k not in ("n_features", "n_classes", "seed", "regulariser"))
+MLP_PARAMETERS = {k: p for k, p in inspect.signature(MLPLearner).parameters.items()
+                  if k not in ("n_features", "n_classes", "seed", "regulariser")}
 
 
 def check(exp: Experiment) -> None:
@@ -43,11 +43,14 @@ def check(exp: Experiment) -> None:
     constructor = getattr(streams, exp.stream, None)
     if not callable(constructor):
         raise ValueError(f"stream must name a stream of nctl.streams, got {exp.stream!r}")
-    stream_keys = [k for k in inspect.signature(constructor).parameters if k not in STREAM_SET_BY_RUNNER]
-    _keys("stream_args", exp.stream_args, stream_keys)
+    stream_parameters = {k: p for k, p in inspect.signature(constructor).parameters.items()
+                         if k not in STREAM_SET_BY_RUNNER}
+    for group, parameters in (("stream_args", stream_parameters), ("mlp", MLP_PARAMETERS)):
+        _keys(group, getattr(exp, group), tuple(parameters))
+        for key, value in getattr(exp, group).items():
+            _like_default(f"{group}.{key}", value, parameters[key].default)
     _keys("network", exp.network, NETWORK_KEYS)
     _keys("nctl", exp.nctl, NCTL_KEYS)
-    _keys("mlp", exp.mlp, MLP_KEYS)
     for group, rules in (("network", params.GLN_RULES), ("nctl", params.NCTL_RULES)):
         for key, value in getattr(exp, group).items():
             rules[key](f"{group}.{key}", value)
@@ -63,6 +66,21 @@ def _names(field: str, value, allowed: Sequence[str]) -> None:
     unknown = [name for name in value if name not in allowed]
     if unknown:
         raise ValueError(f"{field}: unknown name(s) {', '.join(map(repr, unknown))}; known: {', '.join(allowed)}")
+
+
+def _like_default(name: str, value, default) -> None:
+    """``value`` must be of the kind of ``default``: an integer, a number, True or False, text or a list
+    (after a None default anything goes: the stream or learner checks it)."""
+    if isinstance(default, bool):
+        params.check_bool(name, value)
+    elif isinstance(default, int):
+        params.check_int(name, value)
+    elif isinstance(default, float):
+        params.check_float(name, value)
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {value!r}")
+    elif isinstance(default, tuple) and (isinstance(value, str) or not isinstance(value, Sequence)):
+        raise ValueError(f"{name} must be a list, got {value!r}")
 
 
 def _keys(group: str, values, allowed: Sequence[str]) -> None:
