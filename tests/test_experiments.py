@@ -9,7 +9,7 @@ import nctl
 from nctl import cli
 from nctl.experiments import configs, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import _write_json, run, summarise
+from nctl.experiments.run import _write_json, config_folder, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
@@ -128,11 +128,12 @@ def test_oracle_rows_give_each_rivals_paired_gap_to_nctl():
     assert gaps[0]["mean"] == "0.2000" and gaps[0]["std"] == f"{np.std([0.3, 0.1, 0.2], ddof=1):.4f}"
 
 
-def test_results_files_store_floats_to_seven_significant_digits(tmp_path):
+def test_results_files_store_floats_to_seven_significant_digits_and_undefined_numbers_as_null(tmp_path):
     path = tmp_path / "r.json"
-    _write_json(path, {"loss": [0.123456789123, 2, float("nan")], "nested": {"acc": 95.80123456}, "name": "x"})
-    stored = json.loads(path.read_text())
-    assert stored["loss"][:2] == [0.1234568, 2] and np.isnan(stored["loss"][2])
+    _write_json(path, {"loss": [0.123456789123, 2, float("nan"), -float("inf")], "nested": {"acc": 95.80123456},
+                       "name": "x"})
+    stored = json.loads(path.read_text(), parse_constant=lambda token: pytest.fail(f"bare {token} in the file"))
+    assert stored["loss"] == [0.1234568, 2, None, None]
     assert stored["nested"] == {"acc": 95.80123} and stored["name"] == "x"
 
 
@@ -157,7 +158,7 @@ def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_resu
     monkeypatch.setattr(FileCheckpoint, "save", save_then_stop)
     with pytest.raises(KeyboardInterrupt):
         run(exp, [0], tmp_path / "resumed", progress=False, resumable=True)
-    kept = tmp_path / "resumed" / "demo" / "checkpoints"
+    kept = config_folder(tmp_path / "resumed", exp) / "checkpoints"
     assert json.loads(next(kept.glob("*/nctl/progress.json")).read_text())["evaluations"] == 3
 
     monkeypatch.setattr(FileCheckpoint, "save", save)
@@ -189,5 +190,5 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
     with pytest.raises(MemoryError, match=refused):
         run(exp, [0], tmp_path, progress=False)
-    assert not (tmp_path / "demo" / "seeds").exists()  # refused before any seed finished
+    assert not (config_folder(tmp_path, exp) / "seeds").exists()  # refused before any seed finished
     run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed

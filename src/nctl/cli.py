@@ -1,13 +1,18 @@
 """The ``nctl`` command line: list and run experiments, report and plot their results, manage data.
 
     nctl list
-    nctl run NAME [--seeds N] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N] [--resumable]
+    nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N]
+              [--resumable]
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
     nctl saliency transition | nctl saliency pseudo-tasks
     nctl boundaries
     nctl pool-history
+
+A user error (unknown experiment or setting, bad value, missing or corrupt data or results file, a
+folder that cannot be written) prints one line to stderr and exits with status 2; ``--debug``
+shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import os
 import sys
 from pathlib import Path
 
+from nctl import _atomic
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, report
 from nctl.inspect import cli as inspect_cli
 
 DEFAULT_OUT = "results"
+USER_ERRORS = (ValueError, OSError, MemoryError)  # one line and exit status 2, unless --debug
+USER_ERROR_STATUS = 2
 
 
 def _parse_settings(pairs: list[str]) -> dict[str, str]:
@@ -29,9 +37,23 @@ def _parse_settings(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--set expects key=value, got {pair!r}")
+            raise ValueError(f"--set expects key=value, got {pair!r}")
         settings[key] = value
     return settings
+
+
+def _at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
 def cmd_list(args) -> int:
@@ -42,10 +64,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from nctl.experiments.run import run
+    from nctl.experiments.run import config_folder, run
 
     exp = configs.get(args.name).replace(_parse_settings(args.set))
-    seeds = range(args.first_seed, args.first_seed + (args.seeds or exp.seeds))
+    seeds = range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
     try:
         results = run(exp, seeds, args.out, data_dir=args.data_dir, workers=args.workers, progress=not args.quiet,
                       resumable=args.resumable)
@@ -53,14 +75,16 @@ def cmd_run(args) -> int:
         print(f"\n{stop}", file=sys.stderr)
         return 130
     print(report.markdown([results]), end="")
-    print(f"results: {Path(args.out) / exp.name / 'results.json'}")
+    print(f"results: {config_folder(args.out, exp) / 'results.json'} (every seed of these settings; "
+          f"copied to {Path(args.out) / exp.name / 'results.json'})")
     return 0
 
 
 def cmd_report(args) -> int:
     text = report.markdown(report.load(path) for path in args.results)
     if args.out:
-        Path(args.out).write_text(text)
+        _atomic.check_writable(Path(args.out).parent)
+        _atomic.write_text(args.out, text)
     print(text, end="")
     return 0
 
@@ -68,6 +92,7 @@ def cmd_report(args) -> int:
 def cmd_plot(args) -> int:
     from nctl import plots
 
+    _atomic.check_writable(args.out)
     for path in args.results:
         for figure in plots.plot_results(report.load(path), args.out):
             print(figure)
@@ -76,19 +101,20 @@ def cmd_plot(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nctl", description="Neural Combinatorial Transfer Learning experiments")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="show the experiments").set_defaults(func=cmd_list)
 
     run = sub.add_parser("run", help="run an experiment and write its results file")
     run.add_argument("name", help="experiment name (see `nctl list`)")
-    run.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the experiment's)")
-    run.add_argument("--first-seed", type=int, default=0)
+    run.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
+    run.add_argument("--first-seed", type=_at_least(0), default=0)
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
     run.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
     run.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
-    run.add_argument("--workers", type=int, default=1, help="seeds run in this many processes")
+    run.add_argument("--workers", type=_at_least(1), default=1, help="seeds run in this many processes")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--resumable", action="store_true",
                      help="task-matrix runs: save the learners at every task end (disk: one learner state "
@@ -107,13 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     data_cli.add_parser(sub)
     inspect_cli.add_parsers(sub)
+    for command in sub.choices.values():  # --debug after the command name too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except USER_ERRORS as error:
+        if args.debug:
+            raise
+        print(f"nctl: error: {error}", file=sys.stderr)
+        return USER_ERROR_STATUS
 
 
 if __name__ == "__main__":

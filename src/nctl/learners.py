@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import asdict, dataclass
 from functools import partial
 
@@ -27,7 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nctl import _atomic, _memory
 from nctl.core import engine, gln, mixing, tree
+from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows
 
@@ -39,11 +42,18 @@ def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
     array = np.asarray(x)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"{what} must hold real numbers, got dtype {array.dtype}")
+    if array.ndim and array.shape[-1] == 0:
+        raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")
     if n_features is not None and array.shape[-1:] != (n_features,):
         raise ValueError(f"{what} must have {n_features} features, got shape {array.shape}")
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{what} contains NaN or infinity")
-    return array.astype(np.float32)
+    with np.errstate(over="ignore"):
+        single = array.astype(np.float32)
+    if not np.all(np.isfinite(single)):
+        raise ValueError(f"{what} has values beyond float32's range (+-{np.finfo(np.float32).max:.3g}), "
+                         "which would become infinity")
+    return single
 
 
 def _check_labels(y, n_classes: int) -> np.ndarray:
@@ -67,8 +77,6 @@ class _OnlineLearner:
     seed: int
 
     def __post_init__(self) -> None:
-        if self.n_classes < 2:
-            raise ValueError(f"n_classes must be at least 2, got {self.n_classes}")
         self.state_ = None
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned
@@ -106,20 +114,31 @@ class _OnlineLearner:
         self.learn_many(x[None], y[None])
 
     def learn_many(self, X, y) -> np.ndarray:
-        """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction."""
+        """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction (no rows:
+        nothing changes)."""
         X, y = self._checked_batch(X, y)
+        if not len(X):
+            return self._outputs(np.zeros((0, self.n_classes)))
         return self._outputs(self._learn(X, y))
 
     def _checked_batch(self, X, y):
-        """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first batch."""
+        """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first rows."""
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
         y = _check_labels(y, self.n_classes)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
-        self._ensure_state(X.shape[1])
+        if len(X):
+            self._check_fits(X.shape[1])
+            self._ensure_state(X.shape[1])
         return X, y
+
+    def _check_fits(self, n_features: int) -> None:
+        """MemoryError, before the state is created, when it would not fit in free memory."""
+        if self.state_ is None:
+            _memory.check_fits(f"{type(self).__name__} with {n_features} features", self.state_bytes(n_features),
+                               "lower context_bits, layer_sizes or pool_size, or use a machine with more memory")
 
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
@@ -133,6 +152,9 @@ class _OnlineLearner:
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
+        if not len(X):
+            return self._outputs(np.zeros((0, self.n_classes)))
+        self._check_fits(X.shape[1])
         self._ensure_state(X.shape[1])
         return self._outputs(self._predict(X))
 
@@ -155,14 +177,15 @@ class _OnlineLearner:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     def save(self, path) -> None:
-        """Write the hyper-parameters (JSON) and the state arrays (npz) to ``path`` (a .npz file)."""
+        """Write the hyper-parameters (JSON) and the state arrays (npz) to ``path`` (a .npz file); an
+        existing file there is replaced only once the new one is complete."""
         if self.state_ is None:
             raise ValueError("nothing to save: the learner has not seen any example yet")
         leaves = jax.tree.leaves(jax.device_get(self.state_))
         meta = {"format": SAVE_FORMAT, "class": type(self).__name__, "params": _jsonable(self.params()),
                 "n_features": self.n_features_, "t": self.t_, "shapes": self._shape_meta()}
-        with open(path, "wb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), **{f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)})
+        arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)}
+        _atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
 
     def _shape_meta(self) -> dict:
         return {}
@@ -172,19 +195,37 @@ def _jsonable(params: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
+# what reading a damaged, truncated or foreign file raises
+UNREADABLE_SAVE = (ValueError, KeyError, TypeError, AttributeError, EOFError, OSError, zipfile.BadZipFile)
+
+
 def load(path):
-    """Restore a learner written by ``save``; it continues exactly where it stopped."""
+    """Restore a learner written by ``save``; it continues exactly where it stopped. A file that is not
+    a complete save of this version raises ValueError naming the file and the problem."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved learner at {path}")
-    with np.load(path, allow_pickle=False) as data:
+    try:
+        return _restore(path)
+    except UNREADABLE_SAVE as error:
+        problem = f"{type(error).__name__}: {error}" if isinstance(error, (KeyError, zipfile.BadZipFile)) else error
+        raise ValueError(f"{path} is not a readable nctl save ({problem}); save the learner again, or delete "
+                         "the file") from error
+
+
+def _restore(path):
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError("not an npz archive")
+    with data:
         meta = json.loads(str(data["meta"]))
         classes = {"GLN": GLN, "NCTL": NCTL}
-        kind, fmt = meta.get("class"), meta.get("format")
+        kind = meta.get("class") if isinstance(meta, dict) else None
         if kind not in classes:
-            raise ValueError(f"{path}: not an nctl learner (class {kind!r})")
-        if fmt not in READABLE_FORMATS[kind]:
-            raise ValueError(f"{path}: an {kind} saved in format {fmt}; this version of nctl reads {kind} saves "
-                             f"of format {READABLE_FORMATS[kind]} (the NCTL engine changed in format 3): retrain it")
+            raise ValueError(f"unknown learner class {kind!r}; known: {', '.join(classes)}")
+        if meta.get("format") not in READABLE_FORMATS[kind]:
+            raise ValueError(f"an {kind} saved in format {meta.get('format')}, but this version of nctl reads {kind} "
+                             f"saves of format {' or '.join(map(str, READABLE_FORMATS[kind]))} (the NCTL engine "
+                             "changed in format 3): train the learner again")
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
         learner = classes[meta["class"]](**params)
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
@@ -194,7 +235,7 @@ def load(path):
         for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
             got = data[f"leaf_{i}"]
             if want.shape != got.shape or want.dtype != got.dtype:
-                raise ValueError(f"{path}: array {i} has shape {got.shape} {got.dtype}, expected {want.shape}")
+                raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             leaves.append(jnp.asarray(got))
             del got
     learner.state_ = jax.tree.unflatten(treedef, leaves)
@@ -245,6 +286,7 @@ class GLN(_OnlineLearner):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_fields(self, GLN_RULES)
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
         gln.init_weight_value(self.weight_init, 1)
         super().__post_init__()
@@ -312,10 +354,9 @@ class NCTL(_OnlineLearner):
     trained_members: int | None = None
 
     def __post_init__(self) -> None:
+        check_fields(self, NCTL_RULES)
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
         gln.init_weight_value(self.weight_init, 1)
-        if self.depth is not None and self.depth < 0:
-            raise ValueError(f"depth must be None or >= 0, got {self.depth}")
         self._pool_config()
         tree.tree_prior(self.split_prob)
         super().__post_init__()

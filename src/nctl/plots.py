@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # headless; chosen before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
+from nctl import _atomic
 from nctl.experiments import configs
 from nctl.experiments.report import LEARNER_NAMES
 
@@ -77,7 +78,7 @@ def plot_results(results: dict, out_dir: str | Path) -> list[Path]:
     for name, figure in FIGURES[kind](results):
         path = out / f"{results['experiment']}-{name}.png"
         try:
-            figure.savefig(path, dpi=DPI)
+            _atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format="png"))
         finally:
             plt.close(figure)
         paths.append(path)

@@ -16,6 +16,7 @@ from river import base
 from nctl.learners import GLN, NCTL
 
 BINARY_LABELS = (False, True)
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the learners keep features in float32
 
 
 class _Classifier(base.Classifier):
@@ -50,6 +51,8 @@ class _Classifier(base.Classifier):
                 raise ValueError(f"feature {name!r} must be a number, got {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"feature {name!r} is {value}; features must be finite")
+            if abs(value) > FLOAT32_MAX:
+                raise ValueError(f"feature {name!r} is {value}, beyond float32's range (+-{FLOAT32_MAX:.3g})")
             values.append(float(value))
         return np.array(values, np.float32)
 

@@ -2,19 +2,20 @@
 survives an interruption and resumes at its last task end.
 
 A folder holds ``progress.json`` (evaluations done, seconds spent) and the files it names: the
-learner (``nctl.learners.load`` format) and the curve rows so far. ``progress.json`` is replaced
-last, so a save cut short leaves the previous one intact.
+learner (``nctl.learners.load`` format) and the curve rows so far. Each file is written whole or not
+at all and ``progress.json`` is replaced last, so a save cut short leaves the previous one intact.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from nctl import learners
+from nctl import _atomic, learners
 
 PROGRESS = "progress.json"
 
@@ -33,25 +34,33 @@ class FileCheckpoint:
         return self._earlier_seconds + time.perf_counter() - self._started
 
     def load(self):
+        """(learner, evaluations, curve) of the last save, or None without one; ValueError naming the
+        damaged file and what to do."""
         path = self.folder / PROGRESS
         if not path.exists():
             return None
-        progress = json.loads(path.read_text())
-        learner = learners.load(self.folder / progress["learner"])
-        with np.load(self.folder / progress["curve"]) as data:
-            curve = {variant: data[variant] for variant in data.files}
-        self._earlier_seconds, self._started = progress["seconds"], time.perf_counter()
-        return learner, progress["evaluations"], curve
+        try:
+            progress = json.loads(path.read_text())
+            path = self.folder / progress["learner"]
+            learner = learners.load(path)
+            path = self.folder / progress["curve"]
+            with np.load(path, allow_pickle=False) as data:
+                curve = {variant: data[variant] for variant in data.files}
+            seconds, evaluations = float(progress["seconds"]), int(progress["evaluations"])
+        except (ValueError, KeyError, TypeError, EOFError, OSError, zipfile.BadZipFile) as error:
+            raise ValueError(f"checkpoint file {path} is unreadable ({type(error).__name__}: {error}); delete "
+                             f"{self.folder} to start this seed again from its beginning") from error
+        self._earlier_seconds, self._started = seconds, time.perf_counter()
+        return learner, evaluations, curve
 
     def save(self, learner, evaluations: int, curve: dict[str, np.ndarray]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         names = {"learner": f"learner-{evaluations:05d}.npz", "curve": f"curve-{evaluations:05d}.npz"}
         learner.save(self.folder / names["learner"])
-        np.savez(self.folder / names["curve"], **{v: rows[:evaluations] for v, rows in curve.items()})
+        rows = {v: rows[:evaluations] for v, rows in curve.items()}
+        _atomic.write_atomic(self.folder / names["curve"], lambda f: np.savez(f, **rows))
         progress = {"evaluations": evaluations, "seconds": self.seconds, **names}
-        tmp = self.folder / (PROGRESS + ".tmp")
-        tmp.write_text(json.dumps(progress))
-        tmp.replace(self.folder / PROGRESS)
-        for old in self.folder.glob("*.npz"):
-            if old.name not in names.values():
+        _atomic.write_text(self.folder / PROGRESS, json.dumps(progress))
+        for old in self.folder.iterdir():  # earlier saves, and the temporary files of any cut short
+            if old.name not in (PROGRESS, *names.values()):
                 old.unlink()

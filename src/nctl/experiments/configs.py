@@ -27,6 +27,13 @@ LONG_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 256})
 SHORT_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 32})
 TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE = (
     "task-matrix", "free-split-backward", "free-split-forward", "free-split-oracles", "prequential", "substrate")
+KINDS = (TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE)
+# the settings that only some kinds of experiment read; any other kind would ignore them
+USED_BY = {
+    "variants": (TASK_MATRIX,), "eval_every": (TASK_MATRIX,), "max_test": (TASK_MATRIX,),
+    "steps_per_task": (TASK_MATRIX,), "max_steps": (PREQUENTIAL, SUBSTRATE), "conditions": (BACKWARD, FORWARD),
+    "window": (BACKWARD, FORWARD), "curve_points": (PREQUENTIAL, ORACLES),
+}
 
 
 @dataclass(frozen=True)
@@ -54,19 +61,29 @@ class Experiment:
     anchors: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, overrides: Mapping[str, str]) -> "Experiment":
-        """A copy with ``key=value`` overrides; ``group.key`` sets one entry of a parameter group."""
+        """A copy with ``key=value`` overrides; ``group.key`` sets one entry of a parameter group.
+        ValueError for a setting that does not exist or that this kind of experiment would ignore
+        (``nctl.experiments.validate`` checks the values)."""
         changes: dict[str, Any] = {}
+        settable = [f.name for f in dataclasses.fields(self) if f.name != "name"]
         for key, raw in overrides.items():
             value = _parse(raw)
             top, _, sub = key.partition(".")
-            if top not in {f.name for f in dataclasses.fields(self)} or top == "name":
-                raise ValueError(f"unknown setting {key!r} for experiment {self.name}")
+            if top not in settable:
+                raise ValueError(f"unknown setting {key!r} for experiment {self.name}; settings: {', '.join(settable)}")
+            if sub and not isinstance(getattr(self, top), Mapping):
+                raise ValueError(f"setting {top!r} has no entries: set it with --set {top}=VALUE, not {key!r}")
             if sub:
                 group = dict(changes.get(top, getattr(self, top)))
                 group[sub] = tuple(value) if isinstance(value, list) else value
                 changes[top] = group
             else:
                 changes[top] = tuple(value) if isinstance(value, list) else value
+        kind = changes.get("kind", self.kind)
+        for top in changes:
+            if kind in KINDS and kind not in USED_BY.get(top, (kind,)):
+                raise ValueError(f"setting {top!r} does not apply to {kind} experiments such as {self.name} "
+                                 f"(it applies to {', '.join(USED_BY[top])})")
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict:

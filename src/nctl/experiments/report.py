@@ -1,8 +1,13 @@
-"""Results files -> markdown tables: our numbers (mean, std, 95% CI, seeds) beside the anchors."""
+"""Results files -> markdown tables: our numbers (mean, std, 95% CI, seeds) beside the anchors.
+
+Results files store an undefined number as null; files of earlier versions hold bare ``NaN`` tokens
+instead. Both read the same: as NaN wherever a number is expected.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -23,10 +28,24 @@ ANCHOR_FOR = {"NCTL": "NCTL (paper", "EWC": "EWC", "Online EWC": "Online EWC", "
 
 
 def load(path: str | Path) -> dict:
+    """A results file, or the ``results.json`` in a folder; ValueError naming a file that is not one."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
-    return json.loads(path.read_text())
+    if not path.is_file():
+        raise FileNotFoundError(f"no results file at {path}")
+    try:
+        results = json.loads(path.read_text())
+        if not {"experiment", "kind", "summary", "seeds"} <= set(results):
+            raise ValueError("not a results file of `nctl run`")
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path} is unreadable ({error}); run its experiment again to rebuild it") from error
+    return results
+
+
+def _number(value) -> float:
+    """A stored number as a float: null (an undefined number) is NaN."""
+    return math.nan if value is None else float(value)
 
 
 def _fmt(stat: dict | None, metric: str) -> tuple[str, str, str]:
@@ -35,10 +54,10 @@ def _fmt(stat: dict | None, metric: str) -> tuple[str, str, str]:
         return "-", "-", "-"
     scale = 100.0 if metric in PERCENT_METRICS else 1.0
     digits = 2 if scale == 100.0 else 4
-    mean = f"{stat['mean'] * scale:.{digits}f}"
+    mean, std, low, high = (_number(stat[key]) * scale for key in ("mean", "std", "ci_low", "ci_high"))
     if stat["n"] < 2:
-        return mean, "-", "-"
-    return mean, f"{stat['std'] * scale:.{digits}f}", f"[{stat['ci_low'] * scale:.{digits}f}, {stat['ci_high'] * scale:.{digits}f}]"
+        return f"{mean:.{digits}f}", "-", "-"
+    return f"{mean:.{digits}f}", f"{std:.{digits}f}", f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def _anchor(results: dict, metric: str, learner: str) -> str:
@@ -75,8 +94,8 @@ def rows(results: dict) -> list[dict[str, Any]]:
         if kind == configs.ORACLES:  # the claim is per sequence: each rival's log loss minus NCTL's
             for learner in summary.get("learners", {}):
                 if learner != "nctl":
-                    gaps = [seed["learners"][learner]["log_loss"] - seed["learners"]["nctl"]["log_loss"]
-                            for seed in results["seeds"]]
+                    gaps = [_number(seed["learners"][learner]["log_loss"])
+                            - _number(seed["learners"]["nctl"]["log_loss"]) for seed in results["seeds"]]
                     add(learner, "paired, minus NCTL", "log_loss_gap", _over_sequences(gaps))
     else:  # transfer curves: mean log-loss over the first steps of the target, per condition
         for condition, entry in summary.get("conditions", {}).items():
@@ -92,7 +111,7 @@ def rows(results: dict) -> list[dict[str, Any]]:
 def _early_loss(seed_results: list[dict], condition: str, learner: str, first: int) -> dict | None:
     """Per sequence, the mean target log-loss over its first ``first`` steps, (1/first) sum_{t<first} l_t;
     then mean, std and 95% CI of that number over sequences."""
-    return _over_sequences([np.mean(curve[:first]) for seed in seed_results
+    return _over_sequences([np.mean(np.asarray(curve[:first], dtype=float)) for seed in seed_results
                             if len(curve := seed["conditions"][condition]["learners"][learner]["target_log_loss"])
                             >= first])
 
@@ -100,8 +119,8 @@ def _early_loss(seed_results: list[dict], condition: str, learner: str, first: i
 def _learning_accuracy(seed_results: list[dict], learner: str, variant: str) -> dict | None:
     """Per seed, (1/T) sum_i R[i, i]: each task's accuracy right after its own segment, averaged (the
     ACC that no forgetting would give); then mean, std and 95% CI over seeds."""
-    return _over_sequences([np.mean(np.diag(seed["learners"][learner]["variants"][variant]["matrix"]))
-                            for seed in seed_results])
+    return _over_sequences([np.mean(np.diag(np.asarray(seed["learners"][learner]["variants"][variant]["matrix"],
+                                                       dtype=float))) for seed in seed_results])
 
 
 def per_task_lines(results: dict) -> list[str]:
@@ -118,7 +137,7 @@ def per_task_lines(results: dict) -> list[str]:
         for variant, metrics in entry["variants"].items():
             if "matrix" not in metrics:  # the seeds' matrices differ in shape
                 continue
-            R = np.asarray(metrics["matrix"]["mean"]) * 100.0
+            R = np.asarray(metrics["matrix"]["mean"], dtype=float) * 100.0
             for label, values in (("after the last task", R[-1]), ("right after its own", np.diag(R))):
                 lines.append(f"| {results['experiment']} | {LEARNER_NAMES.get(learner, learner)} | {variant} | "
                              f"{label} | " + " | ".join(f"{v:.1f}" for v in values) + " |")

@@ -1,11 +1,22 @@
-"""Run the seeds of an experiment, in parallel processes if asked, and write the results file.
+"""Run the seeds of an experiment, in parallel processes if asked, and write the results files.
 
-Layout under ``out``: ``NAME/seeds/seed-0007.json`` per finished seed (kept if the run is
-interrupted, and reused by a later run of the same configuration) and ``NAME/results.json``: the
-resolved configuration, the package versions, every seed's numbers and a summary (mean, std and
-95% confidence interval over seeds of every number and curve). A ``resumable`` run also keeps
-``NAME/checkpoints/seed-0007-HASH/``: the learners of an unfinished task-matrix seed at its last task
-end, deleted when the seed finishes.
+Layout under ``out``, one folder per experiment and in it one per configuration (``HASH``, the
+first 16 hex digits of the SHA-256 of the resolved configuration, ``config_hash``)::
+
+    NAME/results.json               the configuration run last into NAME (a copy of its HASH/results.json)
+    NAME/HASH/results.json          every finished seed of that configuration, and their summary
+    NAME/HASH/seeds/seed-0007.json  one finished seed: {"config_hash": HASH, "result": {...}}
+    NAME/HASH/checkpoints/seed-0007/  a ``resumable`` task-matrix seed's learners at its last task end,
+                                    deleted when the seed finishes
+
+A run with other settings writes into another ``HASH`` folder and never touches this one's seeds; a
+later run of the same configuration reuses its finished seeds. A results file holds the resolved
+configuration, the package versions, every finished seed's numbers and a summary (mean, std and 95%
+confidence interval over seeds of every number and curve). It is rebuilt from the seed files, under
+a lock, at the end of every run, so runs of one configuration side by side (seeds 0-4 and 5-9, say)
+leave a file that lists all ten. Every file is written whole or not at all (``nctl._atomic``) and
+is strict JSON: an undefined number (NaN, infinity) is stored as null. Seed files and checkpoints of
+the earlier layout (``NAME/seeds/``, ``NAME/checkpoints/seed-0007-HASH/``) are still picked up.
 """
 
 from __future__ import annotations
@@ -13,7 +24,9 @@ from __future__ import annotations
 import concurrent.futures as futures
 import hashlib
 import json
+import math
 import multiprocessing
+import os
 import platform
 import shutil
 import sys
@@ -23,11 +36,15 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from nctl import _atomic
 from nctl.evaluate import summarize_seeds
+from nctl.experiments import validate
 from nctl.experiments.configs import TASK_MATRIX, Experiment
 from nctl.experiments.runners import run_seed
 
 NOT_SUMMARISED = {"seed", "params", "curve_steps", "tasks", "target", "steps", "window", "log_loss_eps"}
+RESULTS = "results.json"
+LOCK = ".lock"  # in the experiment's folder: held while a results file is rebuilt
 
 
 def versions() -> dict:
@@ -43,67 +60,103 @@ def config_hash(exp: Experiment) -> str:
     return hashlib.sha256(json.dumps(exp.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def config_folder(out: str | Path, exp: Experiment) -> Path:
+    """The folder of ``exp``'s configuration under ``out``: ``out/NAME/HASH``."""
+    return Path(out) / exp.name / config_hash(exp)
+
+
 def _seed_path(folder: Path, seed: int) -> Path:
     return folder / "seeds" / f"seed-{seed:04d}.json"
 
 
-def _checkpoint_path(folder: Path, seed: int, key: str) -> Path:
-    return folder / "checkpoints" / f"seed-{seed:04d}-{key}"
+def _checkpoint_path(folder: Path, seed: int) -> Path:
+    return folder / "checkpoints" / f"seed-{seed:04d}"
+
+
+def _read_seed(path: Path, key: str) -> dict | None:
+    """The result in seed file ``path`` if it holds configuration ``key``; None if there is none, or
+    if the file is unreadable (said on stderr; a run of that seed replaces it)."""
+    if not path.exists():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+        return stored["result"] if stored["config_hash"] == key else None
+    except (ValueError, KeyError, TypeError) as error:
+        print(f"warning: seed file {path} is unreadable ({type(error).__name__}: {error}); it is left out, and "
+              "a run of its seed replaces it", file=sys.stderr)
+        return None
 
 
 def _load_finished(folder: Path, seeds: Iterable[int], key: str) -> dict[int, dict]:
+    """The finished seeds among ``seeds``; one found only in the earlier layout is copied over."""
     done = {}
     for seed in seeds:
-        path = _seed_path(folder, seed)
-        if path.exists():
-            stored = json.loads(path.read_text())
-            if stored.get("config_hash") == key:
-                done[seed] = stored["result"]
+        result = _read_seed(_seed_path(folder, seed), key)
+        if result is None:
+            result = _read_seed(_seed_path(folder.parent, seed), key)
+            if result is not None:
+                _write_seed(folder, seed, key, result)
+        if result is not None:
+            done[seed] = result
     return done
 
 
 STORED_DIGITS = 7  # significant digits of every float in a results file: far below any reported digit
 
 
-def _rounded(data: Any) -> Any:
-    """``data`` with each float x replaced by x rounded to STORED_DIGITS significant digits."""
+def _stored(data: Any) -> Any:
+    """``data`` as strict JSON values: each float rounded to STORED_DIGITS significant digits, NaN and
+    infinity replaced by None."""
     if isinstance(data, float):
-        return float(f"{data:.{STORED_DIGITS}g}")
+        return float(f"{data:.{STORED_DIGITS}g}") if math.isfinite(data) else None
     if isinstance(data, dict):
-        return {k: _rounded(v) for k, v in data.items()}
+        return {k: _stored(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_rounded(v) for v in data]
+        return [_stored(v) for v in data]
     return data
 
 
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_rounded(data), allow_nan=True))
-    tmp.replace(path)
+    _atomic.write_text(path, json.dumps(_stored(data), allow_nan=False))
+
+
+def _write_seed(folder: Path, seed: int, key: str, result: dict) -> None:
+    _write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
 
 
 def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, workers: int = 1,
         progress: bool = True, resumable: bool = False) -> dict:
-    """Run every seed not already finished under ``out`` and return (and write) the results;
-    ``resumable``: save task-matrix learners at every task end and resume unfinished seeds there."""
+    """Run every seed not already finished under ``out``, then rebuild and return the results of every
+    finished seed of this configuration; ``resumable``: save task-matrix learners at every task end
+    and resume unfinished seeds there. The settings are checked and ``out`` is made and tested for
+    writing before any seed runs."""
     if resumable and exp.kind != TASK_MATRIX:
         raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
     seeds = list(seeds)
-    folder = Path(out) / exp.name
+    if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"seeds must be one or more integers >= 0, got {seeds}")
+    validate.check(exp)
     key = config_hash(exp)
+    folder = _atomic.check_writable(config_folder(out, exp))
     finished = _load_finished(folder, seeds, key)
     pending = [s for s in seeds if s not in finished]
     bar = _progress_bar(len(seeds), len(finished), exp.name, progress)
     start = time.perf_counter()
 
     def checkpoints(seed: int) -> Path | None:
-        return _checkpoint_path(folder, seed, key) if resumable else None
+        if not resumable:
+            return None
+        path, earlier = _checkpoint_path(folder, seed), folder.parent / "checkpoints" / f"seed-{seed:04d}-{key}"
+        if earlier.is_dir() and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(earlier, path)
+        return path
 
     def record(seed: int, result: dict) -> None:
         finished[seed] = result
-        _write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
-        shutil.rmtree(_checkpoint_path(folder, seed, key), ignore_errors=True)
+        _write_seed(folder, seed, key, result)
+        shutil.rmtree(_checkpoint_path(folder, seed), ignore_errors=True)
         if bar is not None:
             bar.update(1)
             steps = sum(_steps(r) for r in finished.values())
@@ -133,10 +186,22 @@ def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, w
         for shown in (steps_bar, bar):
             if shown is not None:
                 shown.close()
-    results = aggregate(exp, [finished[s] for s in seeds if s in finished], interrupted)
-    _write_json(folder / "results.json", results)
+    results = write_results(exp, folder, interrupted)
     if interrupted:
         raise KeyboardInterrupt(f"interrupted: {len(finished)} of {len(seeds)} seeds kept in {folder}")
+    return results
+
+
+def write_results(exp: Experiment, folder: Path, interrupted: bool = False) -> dict:
+    """Rebuild ``folder/results.json`` from every seed file in ``folder`` (the configuration of ``exp``)
+    and copy it to the experiment's ``results.json``, under the experiment's lock; returns it."""
+    key = config_hash(exp)
+    with _atomic.locked(folder.parent / LOCK):
+        stored = (_read_seed(path, key) for path in (folder / "seeds").glob("seed-*.json"))
+        seed_results = sorted((r for r in stored if r is not None), key=lambda r: r["seed"])
+        results = _stored(aggregate(exp, seed_results, interrupted))
+        _write_json(folder / RESULTS, results)
+        _write_json(folder.parent / RESULTS, results)
     return results
 
 

@@ -13,11 +13,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-import jax
 import numpy as np
 
 import nctl
 from nctl import evaluate, streams
+from nctl._memory import available_memory
 from nctl.baselines import (
     MLPLearner,
     NoChangeLearner,
@@ -70,6 +70,9 @@ def truncate(stream: TaskStream, max_steps: int | None) -> TaskStream:
 def tree_depth(n_steps: int) -> int:
     """``D = ceil(log2 n)``: the smallest tree that covers the stream (ALGORITHMS.md 5.3)."""
     return max(1, math.ceil(math.log2(max(n_steps, 2))))
+
+
+LEARNERS = ("nctl", "gln", "oracle-1", "oracle-2", "mlp", "ewc", "online-ewc", "no-change")  # and "river:MODEL"
 
 
 def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -> Callable[[], Any]:
@@ -131,21 +134,6 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 
 
 # ----------------------------------------------------------------------------- runners
-
-
-def available_memory() -> int | None:
-    """Bytes free for new arrays: the accelerator's free memory when JAX runs on one, else the host's
-    ``MemAvailable`` (Linux); None when unknown."""
-    device = jax.devices()[0]
-    if device.platform != "cpu":
-        stats = device.memory_stats() or {}
-        return stats["bytes_limit"] - stats.get("bytes_in_use", 0) if "bytes_limit" in stats else None
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return None
-    free = [int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")]
-    return free[0] if free else None
 
 
 def check_memory(name: str, learner, n_features: int, adapt: bool) -> None:

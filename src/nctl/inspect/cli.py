@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from nctl import _atomic
 from nctl.core.pool import EVICTION_POLICIES
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
@@ -81,6 +82,7 @@ def cmd_transition(args) -> int:
     images of the current task). Titles: the step, the correlation ``r`` with the first task's final
     map, and the share of neurons whose MAP member was recalled from a pool entry born in the first
     task. The last row is a control: a fresh learner trained on the last task alone."""
+    _atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     rng = np.random.default_rng(args.seed)
@@ -134,6 +136,7 @@ def _pair_accuracies(layers, X, digits, ggm) -> dict:
 def cmd_pseudo_tasks(args) -> int:
     """Train on the tasks in turn (top row: the MAP map after each), then draw pseudo-task networks
     (one random pool entry per neuron) and show each one's map on the digit pair it solves best."""
+    _atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     rng = np.random.default_rng(args.seed)
@@ -173,6 +176,7 @@ def cmd_pseudo_tasks(args) -> int:
 def cmd_boundaries(args) -> int:
     """Free Split MNIST sequences: detect task changes from a layer's segment posterior; scores for
     every layer as the source, the figure for ``--layer`` (1-based; the last is the output neuron)."""
+    _atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     n_layers = len(args.layer_sizes)
@@ -212,6 +216,7 @@ def cmd_boundaries(args) -> int:
 def cmd_pool_history(args) -> int:
     """Split MNIST (the first ``--examples-per-task`` steps of each task): pool composition by origin
     task over time (output neuron; layer 1 averaged over its neurons), and the pool events per task."""
+    _atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     full = split_mnist(args.data_dir, seed=args.seed)

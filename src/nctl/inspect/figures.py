@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # headless; chosen before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
+from nctl import _atomic
 from nctl.core.network import POOL_EVENTS
 
 DPI = 100
@@ -24,7 +25,7 @@ def _save(figure: plt.Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        figure.savefig(path, dpi=DPI)
+        _atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format=path.suffix[1:] or "png"))
     finally:
         plt.close(figure)
     return path

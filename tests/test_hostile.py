@@ -1,0 +1,440 @@
+"""Issue 16, case by case: what a careful, hostile user tried, and what must happen instead of losing
+finished work or running a bad setting silently. Numbers in the comments are the issue's cases."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import nctl
+from nctl import _memory, cli, plots
+from nctl.experiments import configs, report
+from nctl.experiments import run as run_module
+from nctl.experiments.checkpoint import FileCheckpoint
+from nctl.experiments.run import _write_json, _write_seed, aggregate, config_folder, config_hash, write_results
+from nctl.river import GLNClassifier, NCTLClassifier
+
+TINY = dict(layer_sizes=(3, 1), context_bits=1, learning_rate=0.1)
+TINY_NCTL = dict(TINY, pool_size=2, min_segment=4, reservoir_size=4, depth=6)
+
+
+def data(n=20, d=4, seed=0):
+    X = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return X, (X[:, 0] > 0).astype(int)
+
+
+# ----------------------------------------------------------------------------- 5: hyper-parameters
+
+
+@pytest.mark.parametrize("learner", [nctl.GLN, nctl.NCTL, GLNClassifier, NCTLClassifier])
+@pytest.mark.parametrize("setting, message", [
+    ({"learning_rate": 0}, r"learning_rate must be a finite number > 0, got 0"),
+    ({"learning_rate": -0.1}, r"learning_rate .* got -0.1"),
+    ({"learning_rate": float("nan")}, r"learning_rate .* got nan"),
+    ({"learning_rate": float("inf")}, r"learning_rate .* got inf"),
+    ({"prob_eps": 0.5}, r"prob_eps must be a finite number in \(0, 0.5\), got 0.5"),
+    ({"prob_eps": 0.0}, r"prob_eps .* got 0.0"),
+    ({"max_weight": 0}, r"max_weight must be a finite number > 0"),
+    ({"max_weight": -3.0}, r"max_weight .* got -3.0"),
+    ({"n_classes": 2.5}, r"n_classes must be an integer in \[2, .*\], got 2.5"),
+    ({"n_classes": 1}, r"n_classes .* got 1"),
+    ({"layer_sizes": "41"}, r"layer_sizes must be a sequence of positive integers ending in 1.*got '41'"),
+    ({"layer_sizes": (4, 2.5, 1)}, r"layer_sizes\[1\] must be an integer >= 1, got 2.5"),
+    ({"context_bits": 2.5}, r"context_bits must be an integer in \[0, 16\], got 2.5"),
+    ({"context_bits": 40}, r"context_bits .* got 40"),
+    ({"seed": -1}, r"seed must be an integer"),
+])
+def test_a_bad_network_setting_is_refused_at_construction(learner, setting, message):
+    with pytest.raises(ValueError, match=message):
+        learner(**setting)
+
+
+@pytest.mark.parametrize("learner", [nctl.NCTL, NCTLClassifier])
+@pytest.mark.parametrize("setting, message", [
+    ({"pool_size": 2.9}, r"pool_size must be an integer in \[0, \d+\], got 2.9"),
+    ({"min_segment": 12}, r"min_segment must be a power of two in \[1, \d+\], got 12"),
+    ({"reservoir_size": 0}, r"reservoir_size must be an integer in \[1, \d+\], got 0"),
+    ({"split_prob": 1.5}, r"split_prob must be a finite number in \[0, 1\], got 1.5"),
+    ({"eviction": "lru"}, r"eviction must be one of 'fifo', 'spacing', got 'lru'"),
+    ({"depth": 2.5}, r"depth must be None or an integer in \[0, 31\], got 2.5"),
+    ({"joint_evidence": "yes"}, r"joint_evidence must be True or False"),
+])
+def test_a_bad_nctl_setting_is_refused_at_construction(learner, setting, message):
+    with pytest.raises(ValueError, match=message):
+        learner(**setting)
+
+
+def test_integer_valued_floats_are_stored_as_integers():
+    model = nctl.NCTL(pool_size=3.0, min_segment=16.0, context_bits=2.0, layer_sizes=[4.0, 1])
+    assert (model.pool_size, model.min_segment, model.context_bits, model.layer_sizes) == (3, 16, 2, (4, 1))
+    assert all(type(v) is int for v in (model.pool_size, model.min_segment, model.context_bits))
+
+
+def test_a_state_that_does_not_fit_in_memory_is_refused_on_the_first_example(monkeypatch):
+    model = nctl.GLN(**TINY)
+    monkeypatch.setattr(_memory, "available_memory", lambda: model.state_bytes(4) - 1)
+    X, y = data()
+    with pytest.raises(MemoryError, match=r"GLN with 4 features needs .* GB but .* GB is free; lower context_bits"):
+        model.learn_many(X, y)
+    with pytest.raises(MemoryError):
+        model.predict_proba_one(X[0])
+    assert model.state_ is None
+    monkeypatch.setattr(_memory, "available_memory", lambda: model.state_bytes(4))
+    assert model.learn_many(X, y).shape == (20,)
+
+
+# ----------------------------------------------------------------------------- 7, 9: inputs
+
+
+@pytest.mark.parametrize("make, shape", [(lambda: nctl.GLN(**TINY), (0,)), (lambda: nctl.NCTL(**TINY_NCTL), (0,)),
+                                         (lambda: nctl.GLN(**TINY, n_classes=3), (0, 3))])
+def test_an_empty_batch_is_a_no_op(make, shape):
+    model = make()
+    assert model.learn_many(np.zeros((0, 4)), np.zeros(0, int)).shape == shape
+    assert model.predict_proba_many(np.zeros((0, 4))).shape == shape
+    assert model.state_ is None and model.t_ == 0
+
+
+def test_an_empty_batch_after_learning_changes_nothing():
+    model = nctl.GLN(**TINY)
+    X, y = data()
+    model.learn_many(X, y)
+    before = model.predict_proba_many(X)
+    assert model.learn_many(X[:0], y[:0]).shape == (0,) and model.t_ == 20
+    np.testing.assert_array_equal(model.predict_proba_many(X), before)
+
+
+@pytest.mark.parametrize("make", [lambda: nctl.GLN(**TINY), lambda: nctl.NCTL(**TINY_NCTL)])
+def test_zero_features_is_a_clear_error(make):
+    with pytest.raises(ValueError, match=r"X has no features \(shape \(3, 0\)\)"):
+        make().learn_many(np.zeros((3, 0)), np.zeros(3, int))
+    with pytest.raises(ValueError, match="x has no features"):
+        make().predict_proba_one(np.zeros(0))
+
+
+def test_float64_features_beyond_float32_range_are_refused():
+    model = nctl.GLN(**TINY)
+    X, y = data()
+    X = X.astype(np.float64)
+    X[3, 1] = 1e39
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        model.learn_many(X, y)
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        GLNClassifier(**TINY).learn_one({"a": 1e39}, True)
+    assert model.state_ is None
+
+
+# ----------------------------------------------------------------------------- 2, 10: save and load
+
+
+def disk_full(file, **arrays):
+    """``np.savez`` on a disk that fills up after a few bytes."""
+    file.write(b"PK\x03\x04 half an archive")
+    raise OSError(28, "No space left on device")
+
+
+def test_a_save_that_fails_midway_keeps_the_previous_file(tmp_path, monkeypatch):
+    X, y = data()
+    model = nctl.GLN(**TINY)
+    model.learn_many(X, y)
+    path = tmp_path / "model.npz"
+    model.save(path)
+    before = path.read_bytes()
+    model.learn_many(X, y)
+    monkeypatch.setattr(np, "savez", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        model.save(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["model.npz"]
+    monkeypatch.undo()
+    assert nctl.load(path).t_ == 20
+
+
+def _meta_npz(path, meta):
+    np.savez(path, meta=np.array(json.dumps(meta)), leaf_0=np.zeros(3))
+
+
+def _npy(path):
+    with open(path, "wb") as file:
+        np.save(file, np.zeros(3))
+
+
+@pytest.mark.parametrize("write, problem", [
+    (lambda p: p.write_text("hello"), "not a readable nctl save"),
+    (lambda p: p.write_bytes(b""), "not a readable nctl save"),
+    (_npy, "not an npz archive"),
+    (lambda p: np.savez(p, weights=np.zeros(3)), "meta"),
+    (lambda p: _meta_npz(p, {"format": 1, "class": "GLN"}), "save format 1, but this version of nctl reads format 2"),
+    (lambda p: _meta_npz(p, {"format": 2, "class": "Perceptron"}), "unknown learner class 'Perceptron'"),
+    (lambda p: _meta_npz(p, {"format": 2, "class": "GLN", "params": {"context_bits": 99}}), "context_bits must be"),
+])
+def test_load_of_a_wrong_file_names_the_file_and_the_problem(tmp_path, write, problem):
+    path = tmp_path / "model.npz"
+    write(path)
+    with pytest.raises(ValueError, match=problem) as error:
+        nctl.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_load_of_a_truncated_save_names_the_file(tmp_path):
+    X, y = data()
+    model = nctl.GLN(**TINY)
+    model.learn_many(X, y)
+    path = tmp_path / "model.npz"
+    model.save(path)
+    whole = path.read_bytes()
+    for cut in (len(whole) // 2, len(whole) - 10):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(ValueError, match=f"{path} is not a readable nctl save .*save the learner again"):
+            nctl.load(path)
+
+
+
+# ----------------------------------------------------------------------------- 2, 10: checkpoints
+
+
+def test_a_checkpoint_cut_short_keeps_the_previous_one_and_a_damaged_one_is_named(tmp_path, monkeypatch):
+    X, y = data()
+    model = nctl.GLN(**TINY)
+    model.learn_many(X, y)
+    checkpoint = FileCheckpoint(tmp_path / "gln")
+    checkpoint.save(model, 1, {"frozen": np.ones((3, 2))})
+    monkeypatch.setattr(np, "savez", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        checkpoint.save(model, 2, {"frozen": np.ones((3, 2))})
+    monkeypatch.undo()
+    learner, evaluations, curve = FileCheckpoint(tmp_path / "gln").load()
+    assert evaluations == 1 and learner.t_ == 20 and curve["frozen"].shape == (1, 2)
+    saved = tmp_path / "gln" / "learner-00001.npz"
+    saved.write_bytes(saved.read_bytes()[:200])
+    with pytest.raises(ValueError, match=f"checkpoint file {saved} is unreadable .*delete {tmp_path / 'gln'} to start"):
+        FileCheckpoint(tmp_path / "gln").load()
+
+
+# ----------------------------------------------------------------------------- 1, 3, 4, 8: results files
+
+SETTINGS = {"learners": '["gln"]', "stream_args.n_segments": "3", "stream_args.segment_length": "40"}
+QUICK = ["--quiet", *[arg for key, value in SETTINGS.items() for arg in ("--set", f"{key}={value}")]]
+
+
+def nctl_run(out, *extra) -> int:
+    return cli.main(["run", "demo", "--out", str(out), *QUICK, *extra])
+
+
+def quick_demo(**more):
+    return configs.get("demo").replace({**SETTINGS, **more})
+
+
+def strict_json(path):
+    return json.loads(path.read_text(), parse_constant=lambda token: pytest.fail(f"bare {token} in {path}"))
+
+
+def no_compute(monkeypatch):
+    monkeypatch.setattr(run_module, "run_seed", lambda *args: pytest.fail("a seed ran"))
+
+
+def test_a_run_with_other_settings_keeps_the_first_runs_seeds(tmp_path):
+    assert nctl_run(tmp_path, "--seeds", "2") == 0
+    first = config_folder(tmp_path, quick_demo())
+    kept = {path: path.read_bytes() for path in (first / "seeds").iterdir()}
+    assert len(kept) == 2
+    assert nctl_run(tmp_path, "--set", "max_steps=100") == 0
+    assert {path: path.read_bytes() for path in (first / "seeds").iterdir()} == kept
+    assert [seed["seed"] for seed in strict_json(first / "results.json")["seeds"]] == [0, 1]
+    latest = strict_json(tmp_path / "demo" / "results.json")  # the configuration run last
+    assert latest["config"]["max_steps"] == 100 and [seed["steps"] for seed in latest["seeds"]] == [100]
+    assert latest == strict_json(config_folder(tmp_path, quick_demo(max_steps="100")) / "results.json")
+
+
+def test_a_seed_file_of_the_earlier_layout_is_reused(tmp_path, monkeypatch):
+    exp = quick_demo()
+    earlier = tmp_path / "demo" / "seeds" / "seed-0000.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(json.dumps({"config_hash": config_hash(exp), "result": {"seed": 0, "steps": 7, "learners": {}}}))
+    no_compute(monkeypatch)
+    assert run_module.run(exp, [0], tmp_path, progress=False)["seeds"] == [{"seed": 0, "steps": 7, "learners": {}}]
+    assert (config_folder(tmp_path, exp) / "seeds" / "seed-0000.json").exists()
+
+
+def test_an_unwritable_out_is_refused_before_any_compute(tmp_path, monkeypatch, capsys):
+    no_compute(monkeypatch)
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "figures"
+    assert nctl_run(out) == 2
+    assert cli.main(["boundaries", "--out", str(out)]) == 2  # before any data is read or any step trained
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(error.startswith(f"nctl: error: cannot write in {out}") for error in errors)
+
+
+def test_concurrent_writers_keep_every_finished_seed_and_never_show_half_a_file(tmp_path):
+    exp = quick_demo()
+    folder, key = config_folder(tmp_path, exp), config_hash(exp)
+    errors, stop = [], threading.Event()
+
+    def finish(seed):
+        try:
+            _write_seed(folder, seed, key, {"seed": seed, "steps": 1, "learners": {}})
+            write_results(exp, folder)
+        except Exception as error:  # kept: an exception in a thread would not fail the test
+            errors.append(error)
+
+    def read():
+        while not stop.is_set():
+            try:
+                strict_json(folder / "results.json")
+            except FileNotFoundError:
+                pass
+            except ValueError as error:
+                errors.append(error)
+
+    folder.mkdir(parents=True)
+    reader = threading.Thread(target=read)
+    writers = [threading.Thread(target=finish, args=(seed,)) for seed in range(24)]
+    for thread in [reader, *writers]:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    reader.join()
+    assert errors == []
+    assert [seed["seed"] for seed in strict_json(folder / "results.json")["seeds"]] == list(range(24))
+    assert not list(folder.glob(".*.tmp"))
+
+
+def test_old_results_files_with_nan_and_new_ones_with_null_read_alike(tmp_path):
+    nan = float("nan")
+    seed = {"seed": 0, "steps": 4, "learners": {"gln": {
+        "accuracy": 0.5, "log_loss": 0.7, "kappa_temporal": nan, "curve_steps": [0, 2], "window": 2,
+        "windowed_accuracy": [0.5, 0.75], "windowed_kappa_temporal": [nan, 0.1]}}}
+    results = aggregate(configs.get("demo"), [seed])
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(results))
+    _write_json(new, results)
+    assert "NaN" in old.read_text() and strict_json(new)["summary"]["learners"]["gln"]["kappa_temporal"]["mean"] is None
+    assert report.markdown([report.load(old)]) == report.markdown([report.load(new)])
+    assert "| demo | GLN | prequential | kappa_temporal | nan |" in report.markdown([report.load(new)])
+    for path in (old, new):
+        assert [p.name for p in plots.plot_results(report.load(path), tmp_path / path.stem)] == ["demo-accuracy.png"]
+
+
+def test_a_corrupt_cached_seed_file_is_named_and_run_again(tmp_path, capsys):
+    assert nctl_run(tmp_path) == 0
+    path = config_folder(tmp_path, quick_demo()) / "seeds" / "seed-0000.json"
+    good = strict_json(path)
+    path.write_text(path.read_text()[:100])
+    assert nctl_run(tmp_path) == 0
+    assert f"seed file {path} is unreadable" in capsys.readouterr().err
+    assert strict_json(path)["result"]["learners"]["gln"]["accuracy"] == good["result"]["learners"]["gln"]["accuracy"]
+
+
+# ----------------------------------------------------------------------------- 5, 6, 11: the command line
+
+
+@pytest.mark.parametrize("name, setting, message", [
+    ("demo", "nctl.pool_size=2.9", "nctl.pool_size must be an integer in [0, 4096], got 2.9"),
+    ("demo", "network.learning_rate=0", "network.learning_rate must be a finite number > 0, got 0"),
+    ("demo", 'network.layer_sizes="41"', "network.layer_sizes must be a sequence of positive integers"),
+    ("demo", "nctl.min_segment=12", "nctl.min_segment must be a power of two"),
+    ("demo", "network.context_bits=40", "network.context_bits must be an integer in [0, 16], got 40"),
+    ("demo", "nctl.foo=1", "unknown setting(s) nctl.foo; valid: nctl.pool_size"),
+    ("demo", "learners=nctl", "learners must be a non-empty list of names"),
+    ("demo", "max_steps=-5", "max_steps must be None or an integer >= 1, got -5"),
+    ("demo", "steps_per_task=10", "'steps_per_task' does not apply to prequential experiments"),
+    ("split-mnist", "max_steps=100", "'max_steps' does not apply to task-matrix experiments"),
+    ("demo", "pool=3", "unknown setting 'pool'"),
+    ("demo", "seeds.x=1", "setting 'seeds' has no entries"),
+    ("demo", "stream_args.n_segments=x", "stream_args.n_segments must be an integer, got 'x'"),
+])
+def test_a_bad_setting_is_one_line_and_status_2_before_any_compute(name, setting, message, tmp_path, monkeypatch,
+                                                                    capsys):
+    no_compute(monkeypatch)
+    assert cli.main(["run", name, "--out", str(tmp_path), "--set", setting]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and message in error
+    assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("args", [["--seeds", "0"], ["--seeds", "-1"], ["--first-seed", "-3"], ["--workers", "0"]])
+def test_seed_and_worker_counts_out_of_range_are_refused(args, tmp_path, monkeypatch, capsys):
+    no_compute(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", "demo", "--out", str(tmp_path), *args])
+    assert stop.value.code == 2 and "must be an integer >=" in capsys.readouterr().err
+
+
+def test_ordinary_mistakes_are_one_line_and_status_2_and_debug_shows_the_traceback(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    unreadable = tmp_path / "results.json"
+    unreadable.write_text('{"experiment": "demo", "kind"')
+    mistakes = [
+        (["run", "split-cifar"], "unknown experiment 'split-cifar'"),
+        (["run", "split-mnist", "--quiet", "--out", str(tmp_path / "r"), "--data-dir", str(tmp_path / "empty")],
+         "not found in the data folder"),
+        (["report", str(unreadable)], f"{unreadable} is unreadable"),
+        (["plot", str(tmp_path / "none")], "no results file at"),
+    ]
+    for args, message in mistakes:
+        assert cli.main(args) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and error.startswith("nctl: error: ") and message in error
+    with pytest.raises(ValueError, match="unknown experiment"):
+        cli.main(["run", "split-cifar", "--debug"])
+    with pytest.raises(ValueError, match="nctl.foo"):
+        cli.main(["--debug", "run", "demo", "--set", "nctl.foo=1"])
+
+
+# ----------------------------------------------------------------------------- fault injection
+
+
+def kill_when(process: subprocess.Popen, ready, timeout: float = 180.0) -> None:
+    """SIGKILL ``process`` as soon as ``ready()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, "the process ended before it was killed"
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def test_sigkill_mid_seed_then_a_rerun_finishes_with_every_finished_seed_intact(tmp_path):
+    args = ["run", "demo", "--out", str(tmp_path), "--quiet", "--seeds", "3", "--set", 'learners=["gln"]']
+    seeds = config_folder(tmp_path, configs.get("demo").replace({"learners": '["gln"]'})) / "seeds"
+    process = subprocess.Popen([sys.executable, "-m", "nctl.cli", *args], stdout=subprocess.DEVNULL)
+    kill_when(process, lambda: (seeds / "seed-0000.json").exists())
+    finished = {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in seeds.glob("seed-*.json")}
+    assert 1 <= len(finished) < 3
+    assert cli.main(args) == 0
+    assert all(path.read_bytes() == text and path.stat().st_mtime_ns == when
+               for path, (text, when) in finished.items())
+    assert [seed["seed"] for seed in strict_json(seeds.parent / "results.json")["seeds"]] == [0, 1, 2]
+
+
+SAVER = """
+import sys
+import numpy as np
+import nctl
+path = sys.argv[1]
+X = np.random.default_rng(0).standard_normal((1, 200)).astype(np.float32)
+models = [nctl.GLN(layer_sizes=(1000, 1), context_bits=4, seed=seed) for seed in (1, 2)]
+for seed, model in zip((1, 2), models):
+    model.learn_many(X, [1])
+    model.save(f"{path}.{seed}")
+while True:
+    for model in models:
+        model.save(path)
+"""
+
+
+def test_sigkill_mid_save_leaves_the_previous_save_whole(tmp_path):
+    path = tmp_path / "model.npz"  # each save of this GLN is 16 MB
+    process = subprocess.Popen([sys.executable, "-c", SAVER, str(path)])
+    kill_when(process, lambda: path.exists() and any(tmp_path.glob(".model.npz.*.tmp")))  # a later save under way
+    restored = jax.tree.leaves(nctl.load(path).state_)
+    saves = [jax.tree.leaves(nctl.load(f"{path}.{seed}").state_) for seed in (1, 2)]
+    assert any(all(np.array_equal(a, b) for a, b in zip(restored, save)) for save in saves)
