@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nctl
-from nctl.core import network
+from nctl.core import engine
 
 N_FEATURES, LAYERS, CONTEXT_BITS, POOL, DEPTH, STREAM = 784, (50, 25, 1), 4, 15, 16, 60_000
 
@@ -49,17 +49,16 @@ def gln_throughput(steps: int, rng) -> float:
 
 
 def jump_to(model: "nctl.NCTL", t: int) -> None:
-    """Advance the model's schedule to step ``t`` without learning, with every pool entry valid."""
-    state = model.state_
-    advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: network.advance_schedule(s).new, s))
-    schedule = advance(state.schedule._replace(t=jnp.int32(0)), t)
-    layers = tuple(
-        layer._replace(pool_valid=jnp.ones_like(layer.pool_valid), pool_version=jnp.ones_like(layer.pool_version),
-                       src_version=jnp.ones_like(layer.src_version))
-        for layer in state.nets.layers
-    )
-    model.state_ = state._replace(schedule=schedule, nets=state.nets._replace(layers=layers))
-    model.t_, model.prepared_ = t, False
+    """Move the learner to step ``t`` by the engine's own boundaries (no learning, no pool updates), with
+    every neuron's pool holding ``POOL`` states, so that every mixture has k + 1 members."""
+    state, cfg = model.state_, model.cfg_
+    nets = state.nets
+    in_pool = nets.in_pool.at[:, :POOL].set(True)
+    roster = jnp.broadcast_to(jnp.arange(POOL, dtype=jnp.int32)[None, :, None], nets.roster.shape)
+    state = state._replace(nets=nets._replace(in_pool=in_pool, roster=roster))
+    advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.advance(s, cfg, False), s))
+    model.state_ = advance(state, t - int(state.schedule.t) + 1)
+    model.t_ = t
 
 
 def row_bytes_per_step(live_slots: float) -> float:
@@ -77,7 +76,7 @@ def nctl_throughput(windows: int, window_steps: int, rng) -> dict:
     compile_seconds = time.perf_counter() - start
     seconds, slots = 0.0, []
     for w in range(windows):
-        t0 = 32 * (w * STREAM // windows // 32) + 64
+        t0 = 256 * (w * STREAM // windows // 256) + 256
         jump_to(model, t0)
         slots += [1 + bin(t - 1).count("1") for t in range(t0 + 1, t0 + window_steps + 1)]
         start = time.perf_counter()

@@ -1,5 +1,7 @@
 """The tree schedule, the pool rules and the reservoir sampling, one function at a time."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,10 +10,26 @@ import pytest
 from nctl.core import pool, reservoir, tree
 
 
-def test_trailing_zeros_and_completed_levels_follow_the_worked_schedule():
+def test_trailing_zeros():
     assert [int(tree.trailing_zeros(n)) for n in (1, 2, 3, 4, 8, 12, 96)] == [0, 1, 0, 2, 3, 2, 5]
-    # D = 3 (ALGORITHMS.md 7.2): t = 2 completes level 3, t = 3 level 2, t = 5 level 1, t = 9 the root
-    assert [int(tree.completed_level(t, 3)) for t in range(2, 10)] == [3, 2, 3, 1, 3, 2, 3, 0]
+
+
+def test_the_slot_stack_keeps_one_slot_per_distinct_start_time():
+    """After step t the live slots are level 0 and each level whose bit is set in t - 1 (docs §3.5), each
+    started where its level's node started; the tree grows when t passes 2^D (§3.4)."""
+    sched = tree.initial_schedule(8, 0)
+    advance = jax.jit(tree.advance)
+    for t in range(1, 70):
+        depth = max(0, (t - 1).bit_length())
+        assert (int(sched.t), int(sched.depth)) == (t, depth)
+        live = [0] + [j for j in range(1, depth + 1) if (t - 1) >> (depth - j) & 1]
+        assert list(np.asarray(sched.level[: int(sched.size)])) == live
+        starts = [1] + [t - ((t - 1) % 2 ** (depth - j)) for j in live[1:]]
+        assert list(np.asarray(sched.start[: int(sched.size)])) == starts
+        step = advance(sched)
+        grow = t == 2**depth  # the root completes: the old tree becomes level 1 and closes
+        assert (int(step.closing), bool(step.grow)) == (1 if grow else depth - int(tree.trailing_zeros(t)), grow)
+        sched = step.new
 
 
 def test_level_prior_normalises_over_a_fresh_tree():
@@ -28,52 +46,73 @@ def test_zero_split_probability_puts_all_mass_on_the_root():
     assert float(lam[0]) == 0.0 and np.all(np.isneginf(np.asarray(lam[1:])))
 
 
+@pytest.mark.parametrize("split", [0.5, 0.3, 0.0, 1.0])
+def test_node_weight_equals_the_recursion_written_out(split):
+    prior = tree.tree_prior(split)
+    rng = np.random.default_rng(0)
+    log_b, log_r = rng.normal(-5, 2, 6), rng.normal(-4, 2, 6)
+    for depth in range(6):
+        for level in range(depth + 1):
+            w = log_r[depth]
+            for j in range(depth - 1, level - 1, -1):
+                terms = [a for a in (prior.log_stop + log_r[j], prior.log_split + log_b[j] + w) if a > -math.inf]
+                w = max(terms) + math.log(sum(math.exp(a - max(terms)) for a in terms)) if terms else -math.inf
+            got = float(tree.node_log_weight(jnp.asarray(log_b), jnp.asarray(log_r), depth, level, prior))
+            assert got == pytest.approx(w, abs=1e-12) if w > -math.inf else got == -math.inf
+
+
 def test_member_prior_gives_fresh_half_and_splits_the_rest():
-    prior = np.exp(np.asarray(pool.member_log_prior(jnp.array([True, False, True, True]))))
-    np.testing.assert_allclose(prior, [1 / 6, 0, 1 / 6, 1 / 6, 1 / 2])
-    np.testing.assert_allclose(np.exp(np.asarray(pool.member_log_prior(jnp.zeros(3, bool)))), [0, 0, 0, 1])
+    prior = np.exp(np.asarray(pool.member_log_prior(jnp.array([3, 0]), 4)))  # two neurons: 3 stored, none
+    np.testing.assert_allclose(prior[:, 0], [1 / 6, 1 / 6, 1 / 6, 0, 1 / 2])
+    np.testing.assert_allclose(prior[:, 1], [0, 0, 0, 0, 1])
 
 
-def test_winner_ties_go_to_stored_states_and_invalid_members_never_win():
-    logprior = jnp.array([-1.0, -jnp.inf, -1.0, -0.5])
-    assert int(pool.select_winner(jnp.array([-2.0, 5.0, -1.0, -1.0]), logprior)) == 2
+def test_winner_is_the_lowest_index_within_the_tie_tolerance_and_invalid_members_never_win():
+    valid = jnp.array([True, False, True, True])
+    assert int(pool.select_winner(jnp.array([-2.0, 5.0, -1.0, -1.5]), valid)) == 2
+    tied = jnp.array([-1000.0, 0.0, -1000.0 * (1 - 1e-14), -1000.0])  # equal up to rounding
+    assert int(pool.select_winner(tied, valid)) == 0
+    assert int(pool.select_winner(jnp.array([-1000.0, 0.0, -999.9, -1000.0]), valid)) == 2
 
 
-def test_h0_evidence_joint_and_per_example_by_hand():
-    logp = jnp.log(jnp.array([[0.9, 0.8, 0.5], [0.2, 0.3, 0.5], [0.5, 0.5, 0.5]]))
-    valid = jnp.array([True, True, False])
-    joint = pool.h0_evidence(logp, 2, valid, joint=True)
-    per_example = pool.h0_evidence(logp, 2, valid, joint=False)
-    assert float(joint) == pytest.approx(np.log((0.9 * 0.8 + 0.2 * 0.3) / 2))
-    assert float(per_example) == pytest.approx(np.log((0.9 + 0.2) / 2) + np.log((0.8 + 0.3) / 2))
+def test_beats_needs_more_than_rounding():
+    assert bool(pool.beats(1.0, 0.5)) and not bool(pool.beats(0.5, 1.0))
+    assert not bool(pool.beats(1000.0 + 1e-10, 1000.0))
+    assert bool(pool.beats(2.0, 0.5, margin=1.0)) and not bool(pool.beats(1.4, 0.5, margin=1.0))
 
 
-def test_decisions_refine_then_skip_then_add():
-    cfg = pool.PoolConfig()
-    decide = lambda *args: int(pool.decide(*(jnp.asarray(a) for a in args), cfg))
-    assert decide(True, True, 0.1, 0.0, 1.0, True) == pool.REFINE
-    assert decide(True, False, 0.1, 2.0, 1.0, True) == pool.SKIP  # parent gone: no refine
-    assert decide(False, False, 0.0, 2.0, 1.0, True) == pool.SKIP
-    assert decide(False, False, 0.0, 2.0, 1.0, False) == pool.ADD  # empty pool: H0 impossible
-    assert decide(True, True, -0.1, 0.5, 1.0, True) == pool.ADD
+def test_skip_evidence_joint_and_per_example_by_hand():
+    logp = jnp.log(jnp.array([[0.9, 0.2, 0.5], [0.8, 0.3, 0.5], [0.5, 0.5, 0.5]]))  # [records, members]
+    members, used = jnp.array([True, True, False]), jnp.array([True, True, False])
+    for joint, want in [(True, np.log((0.9 * 0.8 + 0.2 * 0.3) / 2)),
+                        (False, np.log((0.9 + 0.2) / 2) + np.log((0.8 + 0.3) / 2))]:
+        whole = pool.evidence(pool.evidence_add(pool.evidence_start(3), logp, members, used, joint), used, joint)
+        assert float(whole) == pytest.approx(want)
+        parts = pool.evidence_start(3)
+        for m in range(3):  # members added one at a time, as pending states are
+            parts = pool.evidence_add(parts, logp[:, m:m + 1], members[m:m + 1], used, joint)
+        assert float(pool.evidence(parts, used, joint)) == pytest.approx(want)
 
 
-def test_insertion_fills_free_entries_then_evicts_the_oldest():
+def test_fifo_pruning_removes_every_state_at_or_below_the_cut_off_age():
     cfg = pool.PoolConfig(capacity=3)
-    assert int(pool.insertion_index(jnp.array([True, False, True]), jnp.array([5, 0, 1]), 10, cfg)) == 1
-    assert int(pool.insertion_index(jnp.array([True, True, True]), jnp.array([5, 9, 2]), 10, cfg)) == 2
+    prune = lambda alive, age: list(np.asarray(pool.prune(jnp.array(alive), jnp.array(age), jnp.arange(len(age)),
+                                                          100, cfg)))
+    assert prune([1, 1, 1, 0], [5, 9, 7, 0]) == [False] * 4  # within capacity
+    assert prune([1, 1, 1, 1], [5, 9, 7, 100]) == [True, False, False, False]
+    # ages 100, 9, 7, 7: the cut-off (position k = 3) is 7, and both states of age 7 leave
+    assert prune([1, 1, 1, 1], [7, 9, 7, 100]) == [True, False, True, False]
 
 
-def test_spacing_eviction_drops_the_entry_with_the_closest_neighbours_and_keeps_the_oldest():
+def test_spacing_pruning_drops_the_state_with_the_closest_neighbours_and_keeps_the_oldest_and_the_new():
     cfg = pool.PoolConfig(capacity=4, eviction="spacing")
-    full = jnp.ones(4, bool)
-    # sorted times 0, 48, 50, 90 and the new state at 100: removing 48 leaves 50 - 0, removing 50 leaves
-    # 90 - 48 = 42, removing 90 leaves 100 - 50
-    assert int(pool.insertion_index(full, jnp.array([90, 0, 48, 50]), 100, cfg)) == 3
-    assert int(pool.insertion_index(full, jnp.array([0, 30, 60, 95]), 100, cfg)) == 3  # newest: 100 - 60
-    assert int(pool.insertion_index(jnp.array([True, False, True, True]), jnp.array([0, 0, 1, 2]), 3, cfg)) == 1
-    oldest_kept = [int(pool.insertion_index(full, jnp.array([0, t, t + 1, t + 2]), t + 3, cfg)) for t in (1, 50)]
-    assert 0 not in oldest_kept
+    prune = lambda age, order=None: list(np.asarray(pool.prune(
+        jnp.ones(len(age), bool), jnp.array(age), jnp.arange(len(age)) if order is None else jnp.array(order),
+        100, cfg)))
+    # ages 0, 48, 50, 90 and a state stored now: removing 48 leaves 50 - 0, 50 leaves 42, 90 leaves 50
+    assert prune([90, 0, 48, 50, 100]) == [False, False, False, True, False]
+    assert prune([0, 30, 60, 95, 100]) == [False, False, False, True, False]  # the youngest: 100 - 60
+    assert prune([0, 100, 100, 100, 100]) == [False, True, False, False, False]  # only new ones left: pool order
     with pytest.raises(ValueError, match="eviction"):
         pool.PoolConfig(eviction="lru").validate()
 
@@ -81,17 +120,18 @@ def test_spacing_eviction_drops_the_entry_with_the_closest_neighbours_and_keeps_
 def test_reservoir_keeps_every_item_with_equal_probability():
     capacity, stream, trials = 10, 60, 3000
 
-    def one_trial(key):
+    def one_trial(trial):
         def body(carry, item):
             slots, n, seen = carry
-            position, n, seen = reservoir.offer(n, seen, capacity, jax.random.fold_in(key, item))
+            key = reservoir.event_key(7, reservoir.SEGMENT_TAG, trial, item)
+            position, n, seen = reservoir.offer(n, seen, capacity, key)
             slots = jnp.where(position >= 0, slots.at[jnp.maximum(position, 0)].set(item), slots)
             return (slots, n, seen), None
 
         (slots, n, _), _ = jax.lax.scan(body, (jnp.full(capacity, -1), jnp.int32(0), jnp.int32(0)), jnp.arange(stream))
         return jnp.zeros(stream).at[slots].add(1.0), n
 
-    counts, n = jax.vmap(one_trial)(jax.random.split(jax.random.PRNGKey(0), trials))
+    counts, n = jax.vmap(one_trial)(jnp.arange(trials))
     assert np.all(np.asarray(n) == capacity)
     frequency = np.asarray(counts).mean(axis=0)
     # each item is kept with probability R / stream = 1/6; binomial std over 3000 trials is 0.0068
@@ -99,13 +139,20 @@ def test_reservoir_keeps_every_item_with_equal_probability():
 
 
 def test_merge_keeps_everything_that_fits_and_weights_by_stream_share():
-    positions, n, seen = reservoir.merge(3, 3, 4, 9, 10, jax.random.PRNGKey(0))
+    positions, n, seen = reservoir.merge(3, 3, 4, 9, 10, reservoir.event_key(0, reservoir.MERGE_TAG, 1, 2))
     assert list(np.asarray(positions)) == [0, 1, 2, 10, 11, 12, 13, -1, -1, -1]
     assert (int(n), int(seen)) == (7, 12)
 
-    def from_first(key):
-        positions, _, _ = reservoir.merge(10, 300, 10, 100, 10, key)
+    def from_first(trial):
+        positions, _, _ = reservoir.merge(10, 300, 10, 100, 10, reservoir.event_key(1, reservoir.MERGE_TAG, trial, 0))
         return jnp.sum(positions < 10)
 
-    share = np.mean(np.asarray(jax.vmap(from_first)(jax.random.split(jax.random.PRNGKey(1), 2000))))
+    share = np.mean(np.asarray(jax.vmap(from_first)(jnp.arange(2000))))
     assert 6.5 < share < 8.5  # a stands for 3/4 of the stream: expect about 7.5 of the 10 positions
+
+
+def test_event_words_are_distinct_and_uniform():
+    keys = np.asarray(reservoir.event_key(3, reservoir.SEGMENT_TAG, jnp.arange(1, 2001), 5000))
+    assert len(set(keys.tolist())) == 2000
+    u = np.asarray(reservoir.uniform(jnp.asarray(keys)))
+    assert 0 < u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.02

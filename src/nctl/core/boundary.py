@@ -31,7 +31,7 @@ class Pending(NamedTuple):
     valid: jax.Array  # [X, N] bool
     slot: jax.Array  # [X] int32: the closing slot holding the winner
     winner: jax.Array  # [X, N] int32: member index in that slot
-    parent: jax.Array  # [X, N] int32: the winner's source entry when it still reads it, else -1
+    source: jax.Array  # [X, N] int32: the cell the winner was copied from (-1: the fresh model)
     lineage: jax.Array  # [X, N, R] int32
     lineage_n: jax.Array  # [X, N] int32
     lineage_seen: jax.Array  # [X, N] int32
@@ -50,7 +50,7 @@ def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net
     n_closes = jnp.clip(adv.new.depth - cfg.pool.min_segment_log2 - adv.closing + 1, 0, X)
     pending = Pending(
         valid=jnp.zeros((X, N), bool), slot=jnp.zeros(X, jnp.int32), winner=jnp.zeros((X, N), jnp.int32),
-        parent=jnp.full((X, N), -1, jnp.int32), lineage=jnp.full((X, N, R), -1, jnp.int32),
+        source=jnp.full((X, N), -1, jnp.int32), lineage=jnp.full((X, N, R), -1, jnp.int32),
         lineage_n=jnp.zeros((X, N), jnp.int32), lineage_seen=jnp.zeros((X, N), jnp.int32),
         born=jnp.zeros((X, N), jnp.int32), order=jnp.zeros((X, N), jnp.int32))
 
@@ -96,16 +96,11 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
 
     segment = records.segment[slot]
     segment_used = jnp.arange(cfg.pool.reservoir_size) < records.segment_n[slot]
-    gain, e0, e1 = [], [], []
-    for layer in range(len(cfg.layers)):
-        g, h0, h1 = _layer_scores(net, layer, cfg, state, positive, slot, winner, parent, carried, carried_n,
-                                  segment, segment_used, in_pool, pending, q)
-        gain.append(g), e0.append(h0), e1.append(h1)
-    gain, e0, e1 = (jnp.concatenate(v) for v in (gain, e0, e1))
     nonempty = jnp.any(in_pool, axis=0) | jnp.any(pending.valid & (jnp.arange(pending.valid.shape[0]) < q)[:, None],
                                                   axis=0)
-    action = pool.decide(parent_in_pool, gain, e0, e1, nonempty, cfg.pool)
-    action = jnp.where(trained, action, pool.SKIP)  # bounded mode: an untrained winner is already stored (§5.3)
+    context = _Close(state, positive, slot, q, winner, parent, parent_in_pool, trained, nonempty, carried, carried_n,
+                     segment, segment_used, in_pool, pending)
+    action = jnp.concatenate([_layer_actions(net, layer, cfg, context) for layer in range(len(cfg.layers))])
     refine = action == pool.REFINE
 
     key = reservoir.event_key(state.key, reservoir.MERGE_TAG, state.schedule.start[slot], now)
@@ -120,7 +115,7 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
         valid=pending.valid.at[q].set(action != pool.SKIP),
         slot=pending.slot.at[q].set(slot),
         winner=pending.winner.at[q].set(winner),
-        parent=pending.parent.at[q].set(parent),
+        source=pending.source.at[q].set(jnp.where(stored, source, -1)),
         lineage=pending.lineage.at[q].set(merged),
         lineage_n=pending.lineage_n.at[q].set(merged_n),
         lineage_seen=pending.lineage_seen.at[q].set(merged_seen),
@@ -150,41 +145,75 @@ def _log_probs(cfg: EngineConfig, weights, u, x):
     return mixing.log_prob(cfg.rows.predict(weights, u), x)
 
 
-def _layer_scores(net: Net, layer: int, cfg: EngineConfig, state: State, positive, slot, winner, parent, carried,
-                  carried_n, segment, segment_used, in_pool, pending: Pending, q):
-    """Per layer-local neuron: the refine gain on the parent's lineage, and the skip test's ``E0``, ``E1``
-    on the segment's reservoir (§4.5 steps 2-3)."""
+class _Close(NamedTuple):
+    """What every neuron's decision at one close reads (§4.5)."""
+
+    state: State
+    positive: jax.Array
+    slot: jax.Array
+    q: jax.Array  # index of this close at the boundary: pending states 0 .. q - 1 are in the pool
+    winner: jax.Array  # [N]
+    parent: jax.Array  # [N] the winner's source entry when it still reads it, else -1
+    parent_in_pool: jax.Array  # [N]
+    trained: jax.Array  # [N] bounded mode: the winner holds a lane
+    nonempty: jax.Array  # [N] the pool holds a state
+    carried: jax.Array  # [N, R] lineage the winner carries
+    carried_n: jax.Array  # [N]
+    segment: jax.Array  # [R] record ids of the segment's reservoir
+    segment_used: jax.Array  # [R]
+    in_pool: jax.Array  # [E, N]
+    pending: Pending
+
+
+def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
+    """REFINE, SKIP or ADD for every neuron of ``layer`` (§4.5): the refine test only where the parent is
+    still in the pool, the skip test only where no refine happened."""
     shape = cfg.layers[layer]
     cols = slice(shape.offset, shape.offset + shape.neurons)
     gates = gating.Gates(net.normals[cols], net.offsets[cols])
-    R = cfg.pool.reservoir_size
-    seg_ids = jnp.maximum(segment, 0)
+    state, positive = close.state, close.positive
+    seg_ids = jnp.maximum(close.segment, 0)
     seg_z, seg_u = _record_inputs(state, net, layer, cfg, seg_ids)
     seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
     seg_c = jax.vmap(gating.contexts, in_axes=(None, 0))(gates, seg_z)  # [R, N_i]
-    win = winner[cols]
-    earlier = jnp.arange(pending.valid.shape[0]) < q
     weights = partial(engine.member_weights, net, layer, cfg)
+    used = close.segment_used
 
-    def neuron(n):
-        # refine: winner vs its parent, frozen, on the parent's lineage
-        ids = jnp.maximum(carried[shape.offset + n], 0)
+    def refine(n, col):
+        """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
+        ids = jnp.maximum(close.carried[col], 0)
         z, u = _record_inputs(state, net, layer, cfg, ids)
         x = (state.records.y[ids] == positive).astype(jnp.float32)
         c = _neuron_contexts(gates, n, z)
-        used = jnp.arange(R) < carried_n[shape.offset + n]
-        new = _log_probs(cfg, weights(slot, win[n], n, c), u, x)
-        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(parent[shape.offset + n], 0)], u, x)
-        gain = jnp.sum(jnp.where(used, new - old, 0.0))
-        # skip: the pool (entries still in it, and the states pending from longer segments) vs the winner
+        new = _log_probs(cfg, weights(close.slot, close.winner[col], n, c), u, x)
+        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(close.parent[col], 0)], u, x)
+        gain = jnp.sum(jnp.where(jnp.arange(ids.shape[0]) < close.carried_n[col], new - old, 0.0))
+        return pool.beats(gain, 0.0, cfg.pool.refine_threshold)
+
+    def skip(n, col):
+        """The pool explains the segment better than the winner (§4.5 step 3): ``E0 - E1 > beta``."""
         c = seg_c[:, n]
-        entries = _log_probs(cfg, net.pool_rows[layer][n, c], seg_u[:, None], seg_x[:, None]).T  # [E, R]
-        pending_weights = jax.vmap(lambda s, m: weights(s, m, n, c))(pending.slot, pending.winner[:, shape.offset + n])
-        waiting = _log_probs(cfg, pending_weights, seg_u, seg_x)  # [X, R]
-        members = jnp.concatenate([in_pool[:, shape.offset + n], pending.valid[:, shape.offset + n] & earlier])
-        e0 = pool.skip_evidence(jnp.concatenate([entries, waiting]), segment_used, members, cfg.pool.joint_evidence)
-        e1 = jnp.sum(jnp.where(segment_used, _log_probs(cfg, weights(slot, win[n], n, c), seg_u, seg_x), 0.0))
-        return gain, e0, e1
+        roster = net.roster[:, col]  # the pool at the boundary's start, in pool order
+        alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), col]
+        stored = _log_probs(cfg, net.pool_rows[layer][n, c[:, None], jnp.maximum(roster, 0)], seg_u[:, None],
+                            seg_x[:, None])  # [R, k]
+
+        def add_pending(j, acc):  # states stored by the longer segments closing at this boundary
+            logp = _log_probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x)
+            return pool.evidence_add(acc, logp[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
+
+        acc = pool.evidence_add(pool.evidence_start(used.shape[0]), stored, alive, used, cfg.pool.joint_evidence)
+        acc = jax.lax.fori_loop(0, close.q, add_pending, acc)
+        e0 = pool.evidence(acc, used, cfg.pool.joint_evidence)
+        e1 = jnp.sum(jnp.where(used, _log_probs(cfg, weights(close.slot, close.winner[col], n, c), seg_u, seg_x), 0.0))
+        return pool.beats(e0, e1, cfg.pool.skip_threshold)
+
+    def neuron(n):
+        col = shape.offset + n
+        refined = jax.lax.cond(close.trained[col] & close.parent_in_pool[col], refine, lambda n, col: False, n, col)
+        skipped = jax.lax.cond(close.trained[col] & ~refined & close.nonempty[col], skip, lambda n, col: False, n, col)
+        action = jnp.where(refined, pool.REFINE, jnp.where(skipped, pool.SKIP, pool.ADD))
+        return jnp.where(close.trained[col], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
 
     return jax.lax.map(neuron, jnp.arange(shape.neurons))
 
@@ -210,7 +239,8 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: Engine
     writes = pending.valid & ~removed[E:]  # [X, N]
 
     # targets: out of the pool, not read by a state being written; entries no live slot reads first
-    read_by_write = jnp.zeros((E, N), bool).at[jnp.where(writes, pending.parent, E), neurons].set(True, mode="drop")
+    read = writes & (pending.source >= 0)  # a winner's untrained rows are read from its source cell
+    read_by_write = jnp.zeros((E, N), bool).at[jnp.where(read, pending.source, E), neurons].set(True, mode="drop")
     pinned = _pinned(net, kept, cfg)
     usable = ~in_pool & ~read_by_write
     rank = jnp.argsort(jnp.where(usable, pinned.astype(jnp.int32), 2) * E + jnp.arange(E)[:, None], axis=0, stable=True)

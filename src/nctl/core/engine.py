@@ -404,7 +404,8 @@ def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
 
 class Posterior(NamedTuple):
     alpha: jax.Array  # [S, M, N] member posterior within each slot
-    mass: jax.Array  # [S, N] posterior that the current step lies in each slot's segment
+    level: jax.Array  # [S, N] pi: posterior that the current step lies in each tree level's node
+    mass: jax.Array  # [S, N] the same summed per slot
     log_evidence: jax.Array  # [N] log FMN(x_{1:t}) of every neuron
 
 
@@ -422,8 +423,8 @@ def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0))
     canon = tree.canonical_slots(sched)
     level_logits = tree.level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
-    mass = jnp.zeros_like(log_r).at[canon].add(softmax(level_logits, axis=0))
-    return Posterior(alpha, mass, logsumexp(level_logits, axis=0))
+    pi = softmax(level_logits, axis=0)
+    return Posterior(alpha, pi, jnp.zeros_like(log_r).at[canon].add(pi), logsumexp(level_logits, axis=0))
 
 
 def assign_lanes(net: Net, post: Posterior, sched: tree.Schedule, cfg: EngineConfig):

@@ -1,9 +1,9 @@
-"""FMN model-pool decisions for one neuron (docs/algorithm.md §4.5-§4.8).
+"""FMN model-pool rules for one neuron (docs/algorithm.md §4.5-§4.8).
 
 When a segment of length >= L_min closes, its best member (the winner) refines the pool entry it was
 copied from, is skipped because the pool already explains the segment, or is added; after every
 closing segment of a step, the pool is cut back to its capacity. These functions decide; the engine
-(``nctl.core.boundary``) moves the data.
+(``nctl.core.boundary``) scores the states and moves the data.
 """
 
 from typing import NamedTuple
@@ -86,25 +86,30 @@ def select_winner(loglik, valid):
     return jnp.argmax(tied, axis=0).astype(jnp.int32)
 
 
-def skip_evidence(logp, used, members, joint: bool):
-    """``E0``: log evidence that the pool explains a reservoir (§4.5 step 3).
+def evidence_start(records: int):
+    """Accumulator of the skip test's pool evidence ``E0`` (§4.5 step 3) over a reservoir of ``records``:
+    per-record probability sums, the log sum exp of per-member totals, and the member count."""
+    return jnp.zeros(records, jnp.float64), jnp.float64(-jnp.inf), jnp.float64(0.0)
 
-    per example: ``sum_r log (1/|M|) sum_e P_e(x_r)``; joint: ``log (1/|M|) sum_e prod_r P_e(x_r)``.
-    logp: [E, R] frozen log probabilities; used: [R] records that count; members: [E] pool membership.
-    """
-    logp = jnp.where(members[:, None], jnp.where(used[None, :], logp, 0.0), -jnp.inf)
-    log_size = jnp.log(jnp.maximum(jnp.sum(members), 1))
+
+def evidence_add(acc, logp, members, used, joint: bool):
+    """Add pool members with frozen log probabilities ``logp`` [R, m]; ``members`` [m] says which count and
+    ``used`` [R] which records."""
+    sums, lse, count = acc
     if joint:
-        return logsumexp(jnp.sum(logp, axis=1)) - log_size
-    return jnp.sum(jnp.where(used, logsumexp(logp, axis=0) - log_size, 0.0))
+        totals = jnp.sum(jnp.where(used[:, None], logp, 0.0), axis=0)
+        lse = jnp.logaddexp(lse, logsumexp(jnp.where(members, totals, -jnp.inf)))
+    else:
+        sums = sums + jnp.sum(jnp.where(members[None, :], jnp.exp(logp), 0.0), axis=1)
+    return sums, lse, count + jnp.sum(members)
 
 
-def decide(parent_in_pool, refine_gain, e0, e1, pool_nonempty, cfg: PoolConfig):
-    """REFINE if the winner beats its parent on the parent's lineage by more than alpha; else SKIP if
-    the pool's evidence beats the winner's by more than beta; else ADD (§4.5)."""
-    refine = parent_in_pool & beats(refine_gain, 0.0, cfg.refine_threshold)
-    skip = pool_nonempty & beats(e0, e1, cfg.skip_threshold)
-    return jnp.where(refine, REFINE, jnp.where(skip, SKIP, ADD)).astype(jnp.int32)
+def evidence(acc, used, joint: bool):
+    """``E0``: per example ``sum_r log (sum_e P_e(x_r) / |M|)``; joint ``log (sum_e prod_r P_e(x_r) / |M|)``."""
+    sums, lse, count = acc
+    if joint:
+        return lse - jnp.log(count)
+    return jnp.sum(jnp.where(used, jnp.log(sums) - jnp.log(count), 0.0))
 
 
 def prune(alive, age, order, now, cfg: PoolConfig):

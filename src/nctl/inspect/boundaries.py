@@ -1,6 +1,6 @@
 """Task boundaries as NCTL sees them: a layer's posterior over the start of its current segment.
 
-After learning step ``t`` a neuron's PTW level posterior ``pi_j`` (ALGORITHMS.md 3.3) is the
+After learning step ``t`` a neuron's PTW level posterior ``pi_j`` (docs/algorithm.md §3.3) is the
 probability that step ``t`` lies in the tree node of level ``j``. Levels that share a slot share a
 start step, so ``mass_s = sum_{j: canon(j) = s} pi_j`` is the posterior that the segment holding ``t``
 began at ``start_s``; a layer's posterior is the mean over its neurons (and over the class networks
@@ -29,38 +29,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import network
+from nctl.core import engine
 
 
-def segment_posterior(state: network.NCTLState, cfg: network.NetConfig):
-    """``(start [S] int32, mass [layers, S] float64)``: every layer's posterior (module docstring) over
-    the slots' start steps; dead slots get 0."""
+def segment_posterior(state: engine.State, cfg: engine.EngineConfig):
+    """``(start [S] int32, mass [layers, S] float64)``: every layer's posterior (module docstring) over the
+    slots' start steps, averaged over its neurons and class networks; dead slots get 0. An observation
+    for ``NCTL.learn_observed``: taken after a step is learned, before its boundary."""
     sched = state.schedule
-    canon = network.canonical_slots(sched)
-    mass = []
-    for layer in state.nets.layers:
-        pi = jax.vmap(lambda one: network.level_posterior(one, sched, cfg.prior))(layer)  # [classes, levels, N]
-        mass.append(jnp.zeros(sched.start.shape[0], pi.dtype).at[canon].add(jnp.mean(pi, axis=(0, 2))))
-    return sched.start, jnp.stack(mass)
+    mass = jax.vmap(lambda net: engine.posterior(net, sched, cfg).mass)(state.nets)  # [classes, S, N]
+    per_layer = [jnp.mean(mass[:, :, s.offset:s.offset + s.neurons], axis=(0, 2)) for s in cfg.layers]
+    return sched.start, jnp.stack(per_layer)
 
 
-def run_chunk_traced(state: network.NCTLState, Z, Y, n, cfg: network.NetConfig):
-    """``network.run_chunk`` that also records the segment posterior after every step.
+def trace(learner, X, y):
+    """``learner.learn_many(X, y)`` (same predictions, same learner afterwards) that also returns every
+    layer's posterior over the start of its current segment after every step, as a ``SegmentTrace``."""
+    first = learner.t_ + 1
+    probs, (start, mass) = learner.learn_observed(X, y, segment_posterior)
+    return probs, SegmentTrace(first + np.arange(len(probs)), start, mass)
 
-    Returns the state and ``(predictions [P, classes], start [P, S], mass [P, layers, S])``.
-    """
 
-    def body(i, carry):
-        state, preds, starts, masses = carry
-        state, p = network.step(state, Z[i], Y[i], cfg)
-        start, mass = segment_posterior(state, cfg)
-        return state, preds.at[i].set(p), starts.at[i].set(start), masses.at[i].set(mass)
+def next_segment_posterior(learner, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(start [s], mass [s])``: the posterior over the first step (1-based) of the segment that will hold
+    the next step, one entry per live slot, oldest first; mean over the neurons of ``layer`` (0: the first
+    layer, -1: the output neuron). The learner's state is prepared for that step (docs/algorithm.md §6.1)."""
+    if learner.state_ is None:
+        raise ValueError("the learner has not seen any example yet")
+    start, mass = _posterior(learner.state_, learner.cfg_)
+    live = int(learner.state_.schedule.size)
+    return np.asarray(start)[:live], np.asarray(mass)[layer, :live]
 
-    S, layers = state.schedule.start.shape[0], len(state.nets.layers)
-    init = (state, jnp.zeros((Z.shape[0], state.positive.shape[0]), jnp.float64),
-            jnp.zeros((Z.shape[0], S), jnp.int32), jnp.zeros((Z.shape[0], layers, S), jnp.float64))
-    state, preds, starts, masses = jax.lax.fori_loop(0, n, body, init)
-    return state, (preds, starts, masses)
+
+_posterior = jax.jit(segment_posterior, static_argnums=(1,))
 
 
 class SegmentTrace(NamedTuple):

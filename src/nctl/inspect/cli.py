@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from nctl import _atomic
+from nctl.core import mixing
 from nctl.core.pool import EVICTION_POLICIES
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
@@ -155,7 +156,7 @@ def cmd_pseudo_tasks(args) -> int:
     samples = []
     for s in range(args.samples):
         layers = saliency.pool_sample_network(learner, jax.random.fold_in(jax.random.PRNGKey(args.seed), s))
-        accuracy = _pair_accuracies(layers, digits_X, digits, learner.cfg_.ggm)
+        accuracy = _pair_accuracies(layers, digits_X, digits, mixing.GGMConfig(learner.learning_rate, learner.prob_eps, learner.max_weight))
         best = max(accuracy, key=accuracy.get)
         best_unseen = max((pair for pair in accuracy if pair not in seen), key=accuracy.get)
         on_best = np.isin(digits, best)
@@ -187,7 +188,7 @@ def cmd_boundaries(args) -> int:
     for sequence in range(args.sequences):
         stream = free_split_mnist(args.data_dir, seed=args.seed + sequence, n_steps=args.steps)
         X, y, _ = next(stream.chunks(size=len(stream)))
-        probs, trace = _learner(args, len(stream)).learn_many_traced(X, y)
+        probs, trace = boundaries.trace(_learner(args, len(stream)), X, y)
         losses.append(float(-np.mean(np.log(np.where(y == 1, probs, 1 - probs)))))
         for layer, layer_scores in scores.items():
             detections = boundaries.detect(trace, args.window, args.threshold, layer - 1)

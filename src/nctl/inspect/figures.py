@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from nctl import _atomic
-from nctl.core.network import POOL_EVENTS
+from nctl.core.pool import EVENTS as POOL_EVENTS
 
 DPI = 100
 PANEL_INCHES = 1.6

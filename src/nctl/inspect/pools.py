@@ -1,15 +1,14 @@
 """Pool history: where every neuron's stored states came from, and what its pool updates did.
 
-Each pool entry carries ``pool_born``, the step ``t`` before which its lineage was first added (ADD);
-a REFINE keeps it, an ADD into the entry (after an eviction) resets it. The segment that produced it
-ended at step ``t - 1``, so its *origin task* is the task of that step (stream index ``t - 2``).
-``pool_events`` counts each neuron's REFINE / SKIP / ADD decisions and evictions (ADDs into a full
-pool; ``nctl.core.network.POOL_EVENTS``).
+Each stored state carries its *birth*, the step ``t`` of the boundary at which its lineage was first
+added (ADD); a REFINE keeps it (docs/algorithm.md §4.5). The segment that produced it ended at step
+``t - 1``, so its *origin task* is the task of that step (stream index ``t - 2``). The per-neuron event
+counters count REFINE / SKIP / ADD decisions and the states pruning removed (``nctl.core.pool.EVENTS``).
 
-``record`` learns a stream one chunk (``P`` steps) at a time and snapshots both after each chunk.
-A chunk's pool updates all happen at its start and concern segments that ended at the step before,
-so the events a chunk adds are credited to the task of that step. Task ids are for reporting
-only: the learner never sees them.
+``record`` learns a stream one chunk (``P = L_min`` steps) at a time and snapshots both after each chunk.
+A chunk's pool updates all happen at the boundary after its last step and concern segments that ended
+at that step, so the events a chunk adds are credited to the task of its last step. Task ids are for
+reporting only: the learner never sees them.
 """
 
 from __future__ import annotations
@@ -18,23 +17,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nctl.core.network import POOL_EVENTS
+from nctl.core.pool import EVENTS as POOL_EVENTS
 
 
 class PoolHistory(NamedTuple):
     """Snapshots of one class network's pools; row 0 is taken before the first recorded chunk."""
 
     steps: np.ndarray  # [r] steps learned at each snapshot
+    capacity: int  # k: states a pool holds between steps
     born: tuple  # per layer [r, k, N] int32
     valid: tuple  # per layer [r, k, N] bool
     events: tuple  # per layer [r, N, len(POOL_EVENTS)] int32, cumulative
 
 
 def _snapshot(learner, klass: int):
-    layers = learner.state_.nets.layers
-    return ([np.asarray(layer.pool_born[klass]) for layer in layers],
-            [np.asarray(layer.pool_valid[klass]) for layer in layers],
-            [np.asarray(layer.pool_events[klass]) for layer in layers])
+    net, layers = learner.state_.nets, learner.cfg_.layers
+    part = lambda a, axis: [np.take(np.asarray(a[klass]), range(s.offset, s.offset + s.neurons), axis=axis)
+                            for s in layers]
+    return part(net.born, 1), part(net.in_pool, 1), part(net.events, 0)
 
 
 def record(learner, X, y, klass: int = 0) -> PoolHistory:
@@ -50,11 +50,12 @@ def record(learner, X, y, klass: int = 0) -> PoolHistory:
         steps.append(learner.t_)
         snaps.append(_snapshot(learner, klass))
     born, valid, events = (tuple(np.stack(layer) for layer in zip(*part)) for part in zip(*snaps))
-    return PoolHistory(np.asarray(steps), born, valid, events)
+    return PoolHistory(np.asarray(steps), learner.pool_size, born, valid, events)
 
 
 def origin_tasks(history: PoolHistory, layer: int, task_of_step) -> np.ndarray:
-    """[r, k, N] origin task of every entry (``-1``: empty, or born before the recorded stream)."""
+    """[r, E, N] origin task of every stored state (``-1``: not in the pool, or born before the recorded
+    stream)."""
     index = history.born[layer] - 2 - history.steps[0]
     known = history.valid[layer] & (index >= 0)
     return np.where(known, np.asarray(task_of_step)[np.maximum(index, 0)], -1)
@@ -65,14 +66,14 @@ def task_shares(history: PoolHistory, layer: int, task_of_step, n_tasks: int) ->
     over the layer's neurons (the rows sum to the mean pool occupancy)."""
     origin = origin_tasks(history, layer, task_of_step)
     counts = np.stack([np.sum(origin == task, axis=1) for task in range(n_tasks)], axis=-1)  # [r, N, tasks]
-    return counts.mean(axis=1) / origin.shape[1]
+    return counts.mean(axis=1) / history.capacity
 
 
 def events_per_task(history: PoolHistory, layer: int, task_of_step, n_tasks: int) -> np.ndarray:
     """[n_tasks, len(POOL_EVENTS)] pool events per neuron of the layer (mean over its neurons), credited
     to the task of the last step of the closing segment (module docstring)."""
     added = np.diff(history.events[layer], axis=0).mean(axis=1)  # [r - 1, events]
-    last = history.steps[:-1] - history.steps[0] - 1  # stream index of the step before each chunk
+    last = history.steps[1:] - history.steps[0] - 1  # stream index of each chunk's last step
     table = np.zeros((n_tasks, len(POOL_EVENTS)))
     credited = last >= 0
     np.add.at(table, np.asarray(task_of_step)[last[credited]], added[credited])

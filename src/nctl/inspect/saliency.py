@@ -1,4 +1,4 @@
-"""Saliency maps of NCTL's MAP network and of pseudo-task networks (ALGORITHMS.md 2 item 6, 5.5).
+"""Saliency maps of NCTL's MAP network and of pseudo-task networks (docs/algorithm.md §2).
 
 For side information ``z`` every neuron ``n`` of layer ``i`` uses the weight row of its context,
 ``A_i(z)[n] = W_{i,n}[c_{i,n}(z)]``. Ignoring clipping, ``logit(p_i) = A_i(z) [logit(p_{i-1}); 1]`` and
@@ -10,8 +10,8 @@ the gradient of the output logit with respect to ``z`` with the contexts held fi
 28 x 28 it is the saliency map (NCTL section 5.1).
 
 * MAP network: per neuron the MAP level ``j* = argmax_j pi_j``, and within its slot the MAP member
-  ``m* = argmax_m alpha_{j*,m}``, read from the posterior after the last learned step.
-* Pseudo-task network: per neuron an independent, uniformly drawn stored pool entry.
+  ``m* = argmax_m alpha_{j*,m}``, read from the learner's current (prepared) state.
+* Pseudo-task network: per neuron an independent, uniformly drawn state of its pool.
 """
 
 from __future__ import annotations
@@ -22,29 +22,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import gating, gln, network
+from nctl.core import engine, gating, gln, tree
 
 
 @partial(jax.jit, static_argnums=(1, 2))
-def _map_members(state: network.NCTLState, cfg: network.NetConfig, klass: int):
-    """Per layer: the MAP GLN layer and the ``pool_born`` of each MAP member's source entry [N]."""
+def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
+    """Per layer: the MAP GLN layer and the birth step of each MAP member's lineage [N_i] (0: none known)."""
+    net = jax.tree.map(lambda a: a[klass], state.nets)
     sched = state.schedule
-    canon = network.canonical_slots(sched)
-    out = []
-    for layer in state.nets.layers:
-        layer = jax.tree.map(lambda a: a[klass], layer)
-        neurons = jnp.arange(layer.pool_w.shape[0])
-        slot = canon[jnp.argmax(network.level_posterior(layer, sched, cfg.prior), axis=0)]  # [N]
-        member = jnp.argmax(network.member_posterior(layer)[slot, :, neurons], axis=1)  # [N]
-        weights = network.member_weights(layer, sched, slot, member, cfg)
-        k = layer.pool_w.shape[2]
-        born = jnp.zeros(neurons.shape, jnp.int32)
-        if k:  # the entry still holds the member's lineage unless it was re-added after the slot started
-            entry = jnp.minimum(member, k - 1)
-            same = (member < k) & (layer.src_version[slot, entry, neurons] >= 0) & (
-                layer.pool_born[entry, neurons] <= sched.start[slot])
-            born = jnp.where(same, layer.pool_born[entry, neurons], born)
-        out.append((gln.Layer(layer.gates, weights), born))
+    post = engine.posterior(net, sched, cfg)
+    neurons = jnp.arange(cfg.neurons)
+    slot = tree.canonical_slots(sched)[jnp.argmax(post.level, axis=0)]  # [N]
+    member = jnp.argmax(post.alpha[slot, :, neurons], axis=1)  # [N]
+    out, k = [], cfg.pool.capacity
+    for layer, shape in enumerate(cfg.layers):
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        local = jnp.arange(shape.neurons)[:, None]
+        weights = engine.member_weights(net, layer, cfg, slot[cols][:, None], member[cols][:, None], local,
+                                        jnp.arange(cfg.contexts)[None, :])  # [N_i, C, K]
+        born = jnp.zeros(shape.neurons, jnp.int32)
+        if k:  # a member still attached to its source entry carries that entry's lineage
+            m = jnp.minimum(member[cols], k - 1)
+            entry = net.source[slot[cols], m, neurons[cols]]
+            attached = (member[cols] < k) & (entry >= 0) & ~net.detached[slot[cols], m, neurons[cols]]
+            born = jnp.where(attached, net.born[jnp.maximum(entry, 0), neurons[cols]], 0)
+        out.append((gln.Layer(gating.Gates(net.normals[cols], net.offsets[cols]), weights), born))
     return tuple(out)
 
 
@@ -61,28 +63,28 @@ def map_network(learner, klass: int = 0) -> tuple[gln.Layer, ...]:
 
 
 def map_born(learner, klass: int = 0) -> tuple[np.ndarray, ...]:
-    """Per layer [N]: ``pool_born`` of the lineage each neuron's MAP member was recalled from
-    (``nctl.inspect.pools``); 0 for the fresh member or a lineage evicted since its slot started."""
+    """Per layer [N]: the step at which the lineage each neuron's MAP member was recalled from was first
+    added to the pool (``nctl.inspect.pools``); 0 for the fresh member or a lineage no longer stored."""
     return tuple(np.asarray(born) for _, born in _map_members(*_checked(learner), klass))
 
 
 def pool_sample_network(learner, key, klass: int = 0) -> tuple[gln.Layer, ...]:
-    """A pseudo-task GLN: every neuron takes a uniformly drawn valid entry of its own pool."""
-    state = _checked(learner)[0]
-    for index, layer in enumerate(state.nets.layers):
-        if not bool(jnp.all(jnp.any(layer.pool_valid[klass], axis=0))):
-            raise ValueError(f"a neuron of layer {index + 1} has an empty pool")
-    return _sample_layers(state, key, klass)
+    """A pseudo-task GLN: every neuron takes a uniformly drawn state of its own pool."""
+    state, cfg = _checked(learner)
+    if not bool(jnp.all(jnp.any(state.nets.in_pool[klass], axis=0))):
+        raise ValueError("a neuron's pool is empty: there is nothing to sample")
+    return _sample_layers(state, cfg, key, klass)
 
 
-@partial(jax.jit, static_argnums=(2,))
-def _sample_layers(state: network.NCTLState, key, klass: int):
+@partial(jax.jit, static_argnums=(1, 3))
+def _sample_layers(state: engine.State, cfg: engine.EngineConfig, key, klass: int):
+    net = jax.tree.map(lambda a: a[klass], state.nets)
+    entry = jax.random.categorical(key, jnp.where(net.in_pool.T, 0.0, -jnp.inf))  # [N]
     layers = []
-    for index, layer in enumerate(state.nets.layers):
-        layer = jax.tree.map(lambda a: a[klass], layer)
-        logits = jnp.where(layer.pool_valid.T, 0.0, -jnp.inf)  # [N, k]
-        entry = jax.random.categorical(jax.random.fold_in(key, index), logits)
-        layers.append(gln.Layer(layer.gates, layer.pool_w[jnp.arange(logits.shape[0]), :, entry]))
+    for layer, shape in enumerate(cfg.layers):
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        weights = net.pool_rows[layer][jnp.arange(shape.neurons), :, entry[cols]]  # [N_i, C, K]
+        layers.append(gln.Layer(gating.Gates(net.normals[cols], net.offsets[cols]), weights))
     return tuple(layers)
 
 
