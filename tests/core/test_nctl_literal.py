@@ -6,7 +6,9 @@ layers, 2 context bits), pool sizes 0-3, ``min_segment`` 1-4, binary and 3 class
 growing depth, per-example and joint skip evidence, fifo and spacing eviction and bounded mode,
 each run through both code paths of the engine, with reservoirs at least as long as the stream
 (nothing is sampled): every prediction agrees within 1e-6 and the pool event counts of every
-neuron are equal, after half the stream and at its end.
+neuron are equal, after half the stream and at its end. The reference is sized like the learner
+(``D_max``: its depth, or 20 when it grows, §6.3), and in bounded mode a pool write may reuse the
+cell of a state that a live node's member still reads (§5.3); one case is there for that.
 """
 
 import numpy as np
@@ -36,7 +38,12 @@ CASES = {  # id -> (n_features, learner settings)
     "k3-3class-grow-L2-spacing-bounded2-1layer": (2, dict(layer_sizes=(1,), pool_size=3, min_segment=2, depth=None,
                                                           n_classes=3, eviction="spacing", trained_members=2,
                                                           weight_init="uniform")),
+    # a pool write reuses (step 63) the cell of a state that a live node's non-learning member reads:
+    # from then on that member follows the new content (§5.3, §6.3, §6.4)
+    "k3-binary-D7-L1-bounded2-1layer": (3, dict(layer_sizes=(1,), pool_size=3, min_segment=1, depth=7,
+                                                trained_members=2)),
 }
+BOUNDED = [case for case, (_, kwargs) in CASES.items() if kwargs.get("trained_members")]
 
 
 def recurring_stream(n, n_features, n_classes, seed=0, period=16):
@@ -63,20 +70,23 @@ def run_reference(case, hyperplanes):
     n_features, kwargs = settings(case)
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
     reference_kwargs = {k: v for k, v in kwargs.items() if k not in ("reservoir_size", "seed")}
-    net = LiteralNCTL(hyperplanes, n_features=n_features, **reference_kwargs)
+    # §6.3: D_max, the largest depth the learner is sized for: its depth, or 20 when it grows
+    max_depth = kwargs["depth"] if kwargs["depth"] is not None else 20
+    net = LiteralNCTL(hyperplanes, n_features=n_features, max_depth=max_depth, **reference_kwargs)
     half = STEPS // 2
     first = net.run(X[:half], y[:half])
     events_half = net.pool_events()
     rest = net.run(X[half:], y[half:])
-    return np.concatenate([first, rest]), events_half, net.pool_events()
+    return np.concatenate([first, rest]), events_half, net.pool_events(), net.reuses_while_read()
 
 
 _REFERENCE_RUNS = {}
 
 
 def reference_run(case, hyperplanes):
-    """(predictions, pool events after STEPS // 2 steps, pool events after STEPS) of the literal network
-    with these hyperplanes; kept per case and hyperplanes, so both code paths share one run."""
+    """(predictions, pool events after STEPS // 2 steps, pool events after STEPS, pool writes into a cell
+    a live node read) of the literal network with these hyperplanes; kept per case and hyperplanes, so
+    both code paths share one run."""
     hyperplanes = as_nested_arrays(hyperplanes)
     key = (case, b"".join(a.tobytes() for network in hyperplanes for layer in network for a in layer))
     if key not in _REFERENCE_RUNS:
@@ -108,7 +118,7 @@ def test_nctl_matches_the_literal_network(case, code_path):
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
-    want, events_half, events_end = reference_run(case, learner.hyperplanes(n_features))
+    want, events_half, events_end, _ = reference_run(case, learner.hyperplanes(n_features))
     half = STEPS // 2
     first = np.asarray(learner.learn_many(X[:half], y[:half]))
     assert_same_events(learner.pool_events(), events_half, f"after {half} steps")
@@ -123,8 +133,19 @@ def test_the_cases_exercise_every_pool_event():
     totals = np.zeros(len(EVENT_KINDS), np.int64)
     for case in CASES:
         n_features, kwargs = settings(case)
-        _, _, events = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))
+        _, _, events, _ = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))
         case_totals = sum(layer.sum(axis=0) for network in events for layer in network)
         assert kwargs["pool_size"] == 0 or case_totals[EVENT_KINDS.index("add")] > 0, case
         totals += case_totals
     assert np.all(totals > 0), dict(zip(EVENT_KINDS, totals))
+
+
+def test_a_bounded_case_reuses_a_cell_that_a_live_node_reads():
+    """§5.3, §6.3: the bounded cases include a pool write into a cell that a continuing node's member
+    still reads (counted by the reference's own cell bookkeeping), so the comparison covers members
+    that follow their cell's new content."""
+    reuses = {}
+    for case in BOUNDED:
+        n_features, kwargs = settings(case)
+        reuses[case] = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))[3]
+    assert sum(reuses.values()) > 0, reuses
