@@ -13,15 +13,28 @@ read against the document, not to be fast:
   lineage, skip test per example (default) or joint, add, the pool as a Python list in pool order
   (a replace removes the parent and appends), capacity enforced once per step after every close;
 * pool entries are objects; a member keeps a reference to the entry it was copied from (its parent,
-  compared by identity) and a copy of that entry's lineage as it was when copied (§4.3).
+  compared by identity) and a copy of that entry's lineage as it was when copied (§4.3);
+* stored states live in ``k + X`` numbered cells (§6.3): the decisions of a boundary make *pending*
+  entries, pruning follows, then the surviving pending entries are written into cells in close order
+  by the target-cell rule of §6.3; a member remembers the cell it was copied from, and a write into a
+  cell that a continuing node's member reads first detaches that member (§6.4: it stops counting as
+  a reader; its lineage is already its own copy).
+
+Exact mode: every member holds its own full copy (§4.1), so the cells are bookkeeping only and
+nothing observable depends on them. Bounded mode (§5.3): a member holds only the rows it trained
+since it last entered the top ``B`` (none while it is outside); every other row, and its whole state
+while it holds none, is read from its cell *as the cell is now* (for the fresh model: the initial
+state). So a member whose cell is reused while its node lives follows the new content (§5.3, §6.4).
 
 Reservoirs are assumed at least as long as the stream, so no reservoir ever samples: a segment
 reservoir is the whole segment and a stored lineage is the carried lineage followed by the
 segment's examples (§4.3, "if both fit in R everything is kept").
 
 The process is generic in its base model (an object with ``fresh``, ``copy``, ``p1``, ``logp`` and
-``learn``). ``KT`` below is the Krichevsky-Trofimov row model of §6 in Python floats;
-``tests/reference/nctl_literal.py`` plugs in the GGM of §1 for every neuron of a network.
+``learn``; for bounded mode also ``row_key``, ``row`` and ``with_rows``: which row a step uses, one
+row of a state, and a state with some rows replaced). ``KT`` below is the Krichevsky-Trofimov row
+model of §6 in Python floats; ``tests/reference/nctl_literal.py`` plugs in the GGM of §1 for every
+neuron of a network.
 
 Step order (§4.2): ``predict`` then ``learn`` for step t, then ``boundary(t + 1)``, which is the
 boundary processing of step t + 1 done as soon as step t is learned (§4.2 last paragraph, §6.1:
@@ -89,6 +102,16 @@ class KT:
         n0, n1 = state
         return (n0 + (1 - x), n1 + x)
 
+    # one context: the state is its only row
+    def row_key(self, inp):
+        return 0
+
+    def row(self, state, key):
+        return tuple(state)
+
+    def with_rows(self, state, rows):
+        return tuple(rows[0]) if 0 in rows else tuple(state)
+
 
 # ----------------------------------------------------------------------------- the process
 
@@ -96,34 +119,40 @@ class KT:
 @dataclass(eq=False)
 class PoolEntry:
     """A remembered model state (§4.1). ``age``: the step of its add or replace (§4.5).
-    ``lineage``: the record ids its lineage was trained on (§4.3). Never modified once created."""
+    ``lineage``: the record ids its lineage was trained on (§4.3). ``cell``: the cell it was written
+    to (§6.3), None while it is pending. ``source_cell``: the cell the winning member that made it
+    reads (None for the fresh model). The state and lineage are never modified once created."""
 
     state: object
     age: int
     lineage: list
+    cell: int | None = None
+    source_cell: int | None = None
 
 
 @dataclass(eq=False)
 class Member:
     """One member of a node mixture (§4.1).
 
-    ``state``: the member's own trained state. In bounded mode (§5.3) it is None while the member
-    holds no trained rows, and the member then predicts with ``source``.
-    ``source``: the state it was copied from (a frozen copy of the parent entry's state at the
-    node's start), or the initial state for the fresh model.
+    ``state``: exact mode only: the member's own full state (a copy made at the node's start).
+    ``rows``: bounded mode only (§5.3): the rows it trained since it last entered the top B, as
+    ``{row key: row}``; None while it is outside the top B. Every other row is read from its source.
+    ``cell``: the cell it was copied from (§6.3; None for the fresh model). In bounded mode its
+    source is whatever that cell holds now (the initial state for the fresh model).
+    ``detached``: its cell was overwritten while its node continued (§6.4); it no longer counts as
+    reading the cell (in bounded mode it still reads it).
     ``parent``: the pool entry it was copied from (None for the fresh model).
     ``lineage``: the lineage it carries: the parent's lineage as it was when copied, [] if fresh.
     """
 
     state: object
-    source: object
+    rows: dict | None
+    cell: int | None
     parent: PoolEntry | None
     lineage: list
     log_prior: float
     loglik: float = 0.0  # L_m: log likelihood of the node's segment so far
-
-    def current(self):
-        return self.state if self.state is not None else self.source
+    detached: bool = False
 
 
 @dataclass(eq=False)
@@ -144,6 +173,9 @@ class Node:
         return softmax([m.log_prior + m.loglik for m in self.members])
 
 
+DEFAULT_MAX_DEPTH = 20  # D_max of a growing tree unless given: the learners' sizing for depth=None
+
+
 class LiteralFMN:
     """One FMN process (a sequence predictor, or one neuron of a network) over ``base``.
 
@@ -153,7 +185,7 @@ class LiteralFMN:
 
     def __init__(self, base, example, *, pool_size, min_segment, depth=None, split_prob=0.5,
                  refine_threshold=0.0, skip_threshold=0.0, joint_evidence=False, eviction="fifo",
-                 trained_members=None, initial_pool=()):
+                 trained_members=None, initial_pool=(), max_depth=None):
         if eviction not in ("fifo", "spacing"):
             raise ValueError(eviction)
         if trained_members is not None and not 1 <= trained_members <= pool_size + 1:
@@ -166,9 +198,25 @@ class LiteralFMN:
         self.alpha, self.beta = refine_threshold, skip_threshold
         self.joint, self.eviction = joint_evidence, eviction
         self.bounded = trained_members
-        # initial pool entries: age 0 and an empty lineage (they were trained on no stored example)
-        self.pool = [PoolEntry(base.copy(c), 0, []) for c in initial_pool]
+        # §6.3: k + X cells, X = D_max + 1 - log2 L_min (none below 0: then no segment is long enough
+        # to update the pool). D_max: the largest depth the process is sized for, the fixed depth by
+        # default; a growing tree needs it given (the learners use 20).
+        if max_depth is None:
+            max_depth = DEFAULT_MAX_DEPTH if depth is None else depth
+        if min_segment < 1 or min_segment & (min_segment - 1):
+            raise ValueError("min_segment must be a power of two")
+        self.max_depth = max_depth
+        self.cells = [None] * (pool_size + max(0, max_depth + 1 - (min_segment.bit_length() - 1)))
+        # initial pool entries: age 0 and an empty lineage (they were trained on no stored example),
+        # in cells 0, 1, ...
+        self.pool = [PoolEntry(base.copy(c), 0, [], cell=i) for i, c in enumerate(initial_pool)]
+        if len(self.pool) > len(self.cells):
+            raise ValueError("the initial pool does not fit in the cells")
+        for entry in self.pool:
+            self.cells[entry.cell] = entry
         self.events = {"refine": 0, "skip": 0, "add": 0, "evict": 0}
+        # writes (§6.3) into a cell that a continuing node read, each detaching its readers (§6.4)
+        self.reuses_while_read = 0
         self.nodes = [self.new_node(1) for _ in range(self.D + 1)]
 
     # ------------------------------------------------------------------ tree (§3)
@@ -206,28 +254,47 @@ class LiteralFMN:
 
     def new_node(self, start):
         """A node started at ``start``: a copy of every pool entry as it is now, in pool order, then a
-        fresh model. Priors: fresh 1/2 and each stored copy 1/(2|M|); with an empty pool fresh gets 1."""
+        fresh model. Priors: fresh 1/2 and each stored copy 1/(2|M|); with an empty pool fresh gets 1.
+        In bounded mode no member holds rows yet: each reads its cell (the fresh model its initial
+        state) until it enters the top B (§5.3)."""
         base = self.base
         members = []
         for entry in self.pool:
-            own = None if self.bounded else base.copy(entry.state)
-            members.append(Member(own, base.copy(entry.state), entry, list(entry.lineage),
+            own = None if self.bounded else base.copy(self.cells[entry.cell].state)
+            members.append(Member(own, None, entry.cell, entry, list(entry.lineage),
                                   -math.log(2.0 * len(self.pool))))
         fresh_prior = math.log(0.5) if self.pool else 0.0
-        members.append(Member(None if self.bounded else base.fresh(), base.fresh(), None, [], fresh_prior))
+        members.append(Member(None if self.bounded else base.fresh(), None, None, None, [], fresh_prior))
         return Node(start, members)
 
     def copy_node(self, node):
-        members = [Member(None if m.state is None else self.base.copy(m.state), m.source, m.parent,
-                          list(m.lineage), m.log_prior, m.loglik) for m in node.members]
+        members = [Member(None if m.state is None else self.base.copy(m.state),
+                          None if m.rows is None else {key: self.base.copy(row) for key, row in m.rows.items()},
+                          m.cell, m.parent, list(m.lineage), m.log_prior, m.loglik, m.detached)
+                   for m in node.members]
         return Node(node.start, members, node.log_b, list(node.segment))
+
+    def source(self, member):
+        """Bounded mode (§5.3): what the member's cell holds now, or the initial state if fresh."""
+        if member.cell is None:
+            return self.base.fresh()
+        return self.cells[member.cell].state
+
+    def current(self, member):
+        """The member's state as it predicts now: its own copy (exact mode); in bounded mode its
+        trained rows over its source."""
+        if not self.bounded:
+            return member.state
+        if not member.rows:
+            return self.source(member)
+        return self.base.with_rows(self.source(member), member.rows)
 
     # ------------------------------------------------------------------ one step (§4.2)
 
     def choose_trained(self):
         """Bounded mode (§5.3): in every node only the B members with the largest posterior weight
-        learn (ties: lower member index). A member that drops out loses its trained state and
-        returns to its source; one that (re)enters starts from a copy of its source."""
+        learn (ties: lower member index). A member that drops out loses its trained rows and returns
+        to its source; one that (re)enters starts from its source again (it holds no rows yet)."""
         if not self.bounded:
             return
         for node in self.nodes:
@@ -236,9 +303,9 @@ class LiteralFMN:
             top = set(ranked[: self.bounded])
             for m, member in enumerate(node.members):
                 if m not in top:
-                    member.state = None
-                elif member.state is None:
-                    member.state = self.base.copy(member.source)
+                    member.rows = None
+                elif member.rows is None:
+                    member.rows = {}
 
     def predict(self, inp):
         """P(x_t = 1 | x_<t) = sum_j pi_j nu_j(1), nu_j(1) = sum_m alpha_m q_m (§3.3, §4.1)."""
@@ -246,18 +313,24 @@ class LiteralFMN:
         pi = self.level_posterior()
         total = 0.0
         for pi_j, node in zip(pi, self.nodes):
-            nu = sum(a * float(self.base.p1(m.current(), inp)) for a, m in zip(node.posterior(), node.members))
+            nu = sum(a * float(self.base.p1(self.current(m), inp)) for a, m in zip(node.posterior(), node.members))
             total += pi_j * nu
         return total
 
     def learn(self, inp, x, rid):
-        """Every member adds log q_m(x) to L_m; members holding a trained state update it; the record
-        joins every level's segment."""
+        """Every member adds log q_m(x) to L_m; members that learn update their state (exact mode) or
+        the row this step uses, taken from their source if they do not hold it yet (bounded mode);
+        the record joins every level's segment."""
+        base = self.base
         for node in self.nodes:
             for m in node.members:
-                m.loglik += self.base.logp(m.current(), inp, x)
-                if m.state is not None:
-                    m.state = self.base.learn(m.state, inp, x)
+                state = self.current(m)
+                m.loglik += base.logp(state, inp, x)
+                if not self.bounded:
+                    m.state = base.learn(m.state, inp, x)
+                elif m.rows is not None:
+                    key = base.row_key(inp)
+                    m.rows[key] = base.row(base.learn(base.copy(state), inp, x), key)
             node.segment.append(rid)
 
     def boundary(self, t):
@@ -272,11 +345,15 @@ class LiteralFMN:
         c = self.D - ctz(t - 1)
         W = self.log_weights()
         self.nodes[c - 1].log_b = W[c]  # the node at level c-1 has completed its left child
+        pending = []  # winners stored at this boundary, in close order (§6.3)
         for j in range(c, self.D + 1):  # closing levels, longest segment first (§4.4)
             node = self.nodes[j]
             if self.k and node.segment and 2 ** (self.D - j) >= self.min_segment:  # k = 0: no decisions (§4.9)
-                self.update_pool(node, t)
+                stored = self.update_pool(node, t)
+                if stored is not None:
+                    pending.append(stored)
         self.enforce_capacity(t)
+        self.write_pending(pending, continuing=self.nodes[:c])
         for j in range(c, self.D + 1):
             self.nodes[j] = self.new_node(t)
 
@@ -294,16 +371,17 @@ class LiteralFMN:
         return any(e is entry for e in self.pool)
 
     def update_pool(self, node, t):
-        """UPDATEMODELPOOL (§4.5) for the node of one closing level."""
+        """UPDATEMODELPOOL (§4.5) for the node of one closing level. Returns the pool entry it
+        stored (pending: not in a cell yet, §6.3), or None."""
         members = node.members
         # 1. winner: largest L_m, ties (§4.8) to the lowest member index
         best = max(m.loglik for m in members)
         win = next(i for i, m in enumerate(members) if not exceeds(best, m.loglik))
         winner = members[win]
-        if self.bounded and winner.state is None:  # §5.3: its state is its source, already stored
+        if self.bounded and not winner.rows:  # §5.3: its state is its source, already stored
             self.events["skip"] += 1
-            return
-        state = winner.state
+            return None
+        state = self.base.copy(self.current(winner))  # frozen: read before any write of this boundary
         stored_lineage = winner.lineage + node.segment  # §4.3 with R >= stream: keep everything
         # 2. refine: the winner is a stored copy whose parent is still in the pool
         parent = winner.parent
@@ -312,9 +390,10 @@ class LiteralFMN:
             gain_old = self.score(parent.state, parent.lineage)
             if exceeds(gain_new, gain_old, self.alpha):
                 self.pool.remove(parent)
-                self.pool.append(PoolEntry(self.base.copy(state), t, stored_lineage))
+                stored = PoolEntry(state, t, stored_lineage, source_cell=winner.cell)
+                self.pool.append(stored)
                 self.events["refine"] += 1
-                return
+                return stored
         # 3. skip: does the current pool already explain the segment?
         if self.pool:
             e1 = self.score(state, node.segment)
@@ -328,10 +407,12 @@ class LiteralFMN:
                     e0 += lse([self.base.logp(e.state, inp, x) for e in self.pool]) - log_m
             if exceeds(e0, e1, self.beta):
                 self.events["skip"] += 1
-                return
+                return None
         # 4. add
-        self.pool.append(PoolEntry(self.base.copy(state), t, stored_lineage))
+        stored = PoolEntry(state, t, stored_lineage, source_cell=winner.cell)
+        self.pool.append(stored)
         self.events["add"] += 1
+        return stored
 
     def enforce_capacity(self, t):
         """§4.7, once per step after every close of the step."""
@@ -358,6 +439,41 @@ class LiteralFMN:
             self.pool.remove(victim)
             self.events["evict"] += 1
 
+    # ------------------------------------------------------------------ cells (§6.3, §6.4)
+
+    def reads(self, nodes, cell):
+        """§6.3: a node reads a cell when one of its stored members was copied from it and has not
+        been detached."""
+        return any(m.cell == cell and not m.detached for node in nodes for m in node.members)
+
+    def write_pending(self, pending, continuing):
+        """§6.3: after pruning, write the surviving pending winners in the order of their closes.
+        Each goes into a cell that neither holds a state of the pool after pruning nor holds the
+        source of a winner being written at this boundary; among those, first the cells no
+        continuing node reads, then the others; lowest index first within each group. Before a cell
+        that a continuing node reads is overwritten, the members reading it are detached (§6.4).
+
+        The source of a winner is the cell its member reads: the cell it was copied from, even if that
+        member was detached earlier (in bounded mode it still reads that cell, §5.3; in exact mode
+        nothing observable depends on it). ``continuing``: the nodes of levels ``0..c-1``; the
+        closing levels do not count as readers."""
+        writes = [entry for entry in pending if self.in_pool(entry)]
+        sources = {entry.source_cell for entry in writes if entry.source_cell is not None}
+        for entry in writes:
+            held = {e.cell for e in self.pool if e.cell is not None}  # includes this boundary's writes so far
+            allowed = [i for i in range(len(self.cells)) if i not in held and i not in sources]
+            if not allowed:
+                raise RuntimeError("no cell left: the tree outgrew max_depth (§6.3)")
+            cell = min(allowed, key=lambda i: (self.reads(continuing, i), i))
+            if self.reads(continuing, cell):
+                self.reuses_while_read += 1
+                for node in continuing:
+                    for m in node.members:
+                        if m.cell == cell:
+                            m.detached = True  # lineage: already the member's own copy (§4.3)
+            entry.cell = cell
+            self.cells[cell] = entry
+
 
 EVENT_KINDS = ("refine", "skip", "add", "evict")
 
@@ -383,11 +499,12 @@ class ReferenceFMN:
     """The literal FMN over KT (§4, §6) with reservoirs at least as long as the stream."""
 
     def __init__(self, depth=None, pool_size=15, min_segment=32, refine_threshold=0.0, skip_threshold=0.0,
-                 joint_evidence=False, eviction="fifo", initial_pool=(), split_prob=0.5, trained_members=None):
+                 joint_evidence=False, eviction="fifo", initial_pool=(), split_prob=0.5, trained_members=None,
+                 max_depth=None):
         self.kwargs = dict(depth=depth, pool_size=pool_size, min_segment=min_segment, split_prob=split_prob,
                            refine_threshold=refine_threshold, skip_threshold=skip_threshold,
                            joint_evidence=joint_evidence, eviction=eviction, trained_members=trained_members,
-                           initial_pool=tuple(tuple(float(v) for v in c) for c in initial_pool))
+                           max_depth=max_depth, initial_pool=tuple(tuple(float(v) for v in c) for c in initial_pool))
 
     def run(self, bits):
         bits = [int(b) for b in bits]

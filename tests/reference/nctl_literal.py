@@ -10,6 +10,9 @@ over the neuron's own gated geometric mixer (``GGM`` below). Weights, inputs, th
 sigmoid, the clip and the update are numpy float32 (§1.3); every log likelihood, posterior and tree
 weight is a Python float (float64), with ``log q(x)`` taken of the float32 ``q`` converted to float64.
 
+``max_depth`` is the ``D_max`` of §6.3 (the learner's ``depth``, or 20 when it grows): it sets the
+number of pool cells, which matters in bounded mode only (``tests/reference/fmn_reference.py``).
+
 Records (§4.3) are kept for every step: ``z_t``, every class network's input vector at every layer,
 and ``y_t``. Reservoirs are assumed at least as long as the stream (nothing is ever sampled).
 """
@@ -68,6 +71,20 @@ class GGM:
         assert weights.dtype == F32
         return weights
 
+    # rows (bounded mode, §5.3): a step uses the row of its context
+    def row_key(self, inp):
+        return int(inp[0])
+
+    def row(self, weights, c):
+        return weights[c].copy()
+
+    def with_rows(self, weights, rows):
+        """A copy of ``weights`` with the rows ``{context: row}`` put in."""
+        out = weights.copy()
+        for c, row in rows.items():
+            out[c] = row
+        return out
+
 
 class Neuron:
     """Neuron (network k, layer i, index n): its hyperplanes and its FMN process over its GGM."""
@@ -101,7 +118,7 @@ class LiteralNCTL:
     def __init__(self, hyperplanes, *, layer_sizes, n_features, context_bits=2, learning_rate=0.05,
                  pool_size=15, depth=None, min_segment=32, refine_threshold=0.0, skip_threshold=0.0,
                  joint_evidence=False, eviction="fifo", split_prob=0.5, n_classes=2, weight_init="zeros",
-                 prob_eps=0.01, max_weight=200.0, trained_members=None):
+                 prob_eps=0.01, max_weight=200.0, trained_members=None, max_depth=None):
         self.n_classes = n_classes
         self.n_networks = 1 if n_classes == 2 else n_classes
         self.eps = prob_eps
@@ -110,7 +127,8 @@ class LiteralNCTL:
         self.t = 0
         fmn_kwargs = dict(pool_size=pool_size, min_segment=min_segment, depth=depth, split_prob=split_prob,
                           refine_threshold=refine_threshold, skip_threshold=skip_threshold,
-                          joint_evidence=joint_evidence, eviction=eviction, trained_members=trained_members)
+                          joint_evidence=joint_evidence, eviction=eviction, trained_members=trained_members,
+                          max_depth=max_depth)
         assert len(hyperplanes) == self.n_networks
         self.networks = []
         for k in range(self.n_networks):
@@ -181,6 +199,13 @@ class LiteralNCTL:
 
     def run(self, X, y):
         return np.array([self.prediction(self.step(z, label)) for z, label in zip(X, y)])
+
+    def neurons(self):
+        return [neuron for layers in self.networks for neurons in layers for neuron in neurons]
+
+    def reuses_while_read(self):
+        """How many pool writes, over every neuron, went into a cell that a continuing node read (§6.3)."""
+        return sum(neuron.fmn.reuses_while_read for neuron in self.neurons())
 
     def pool_events(self):
         """Cumulative (refine, skip, add, evict) per class network, layer and neuron: nested lists
