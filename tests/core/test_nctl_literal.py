@@ -47,12 +47,6 @@ BOUNDED = [case for case, (_, kwargs) in CASES.items() if kwargs.get("trained_me
 
 # Cases where the engine departs from docs/algorithm.md (the reference follows the document): strict
 # expected failures, so a fixed engine shows up as XPASS and the entry is removed.
-ENGINE_DEFECTS = {
-    "k2-binary-D7-L1-bounded1": (
-        "§6.3 target cells: a winner written without a source (the fresh model) marks the last cell as "
-        "read by a write (its source index -1 wraps around), so at step 63 the output neuron skips the "
-        "free cell 9 that no live node reads and overwrites cells 0 and 1, which live nodes read"),
-}
 
 
 def recurring_stream(n, n_features, n_classes, seed=0, period=16):
@@ -122,17 +116,7 @@ def code_path(request, monkeypatch):
     return request.param
 
 
-def case_params():
-    """Every case; those in ENGINE_DEFECTS as strict expected failures."""
-    for case in CASES:
-        if case in ENGINE_DEFECTS:
-            mark = pytest.mark.xfail(reason=ENGINE_DEFECTS[case], raises=AssertionError, strict=True)
-            yield pytest.param(case, marks=mark)
-        else:
-            yield case
-
-
-@pytest.mark.parametrize("case", list(case_params()))
+@pytest.mark.parametrize("case", list(CASES))
 def test_nctl_matches_the_literal_network(case, code_path):
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
@@ -164,7 +148,7 @@ def test_a_bounded_case_reuses_a_cell_that_a_live_node_reads():
     cell that a continuing node's member still reads (counted by the reference's own cell
     bookkeeping), so the comparison covers members that follow their cell's new content."""
     reuses = {}
-    for case in (case for case in BOUNDED if case not in ENGINE_DEFECTS):
+    for case in BOUNDED:
         n_features, kwargs = settings(case)
         reuses[case] = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))[3]
     assert sum(reuses.values()) > 0, reuses
