@@ -410,11 +410,12 @@ class Posterior(NamedTuple):
 
 
 def mixture_posterior(logits):
-    """``softmax`` over members and ``log sum exp`` of ``logits`` [S, M, N], with one exponential pass."""
+    """``softmax`` over members and ``log sum exp`` of the float64 ``logits`` [S, M, N], with one
+    exponential pass, in float32 (the precision of the members' predictions; §1.3)."""
     top = jnp.max(logits, axis=1, keepdims=True)
-    weights = jnp.exp(logits - top)
+    weights = jnp.exp((logits - top).astype(jnp.float32))
     total = jnp.sum(weights, axis=1)
-    return weights / total[:, None], top[:, 0] + jnp.log(total)
+    return weights / total[:, None], top[:, 0] + jnp.log(total).astype(jnp.float64)
 
 
 def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:

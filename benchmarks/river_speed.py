@@ -1,0 +1,74 @@
+"""The river path, as users take it: ``StandardScaler() | NCTLClassifier()`` in
+``river.evaluate.progressive_val_score`` on the first rows of Elec2 (8 features), against river's own
+Adaptive Random Forest and Hoeffding Adaptive Tree in the same run. Prints JSON: examples per second of
+each model (learn + predict per row, river's overhead included), their ratios to ARF, the accuracy, and
+the first-example latency of NCTL (which includes compiling, or loading compiled programs from the
+persistent cache).
+
+    python benchmarks/river_speed.py [--rows 5000] [--data-dir DIR] [--nctl-args '{"learning_rate": 0.1}']
+"""
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from river import evaluate, forest, metrics, preprocessing, tree
+
+from nctl.data.location import resolve_data_dir
+from nctl.data.elec2 import read_elec2
+from nctl.river import NCTLClassifier
+
+
+def cpu_name() -> str:
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown"
+
+
+def elec2_rows(data_dir: str | None, rows: int):
+    folder = resolve_data_dir(data_dir)
+    data = read_elec2(Path(folder) / "elec2" / "elecNormNew.arff")
+    return [(dict(zip(data.columns, map(float, x))), bool(y)) for x, y in zip(data.features[:rows], data.labels[:rows])]
+
+
+def timed(model, stream) -> dict:
+    metric = metrics.Accuracy()
+    start = time.perf_counter()
+    evaluate.progressive_val_score(stream, model, metric)
+    seconds = time.perf_counter() - start
+    return {"examples_per_s": round(len(stream) / seconds, 1), "accuracy": round(metric.get(), 4),
+            "seconds": round(seconds, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--nctl-args", default="{}", help="JSON of NCTLClassifier parameters (default: its defaults)")
+    args = parser.parse_args()
+    stream = elec2_rows(args.data_dir, args.rows)
+
+    nctl_model = preprocessing.StandardScaler() | NCTLClassifier(**json.loads(args.nctl_args))
+    start = time.perf_counter()
+    nctl_model.predict_proba_one(stream[0][0])
+    nctl_model.learn_one(*stream[0])
+    first_example_s = time.perf_counter() - start
+    results = {"nctl": timed(nctl_model, stream[1:])}
+    results["nctl"]["first_example_s"] = round(first_example_s, 2)
+    results["arf"] = timed(forest.ARFClassifier(seed=0), stream)
+    results["hat"] = timed(tree.HoeffdingAdaptiveTreeClassifier(seed=0), stream)
+    for name in results:
+        results[name]["over_arf"] = round(results[name]["examples_per_s"] / results["arf"]["examples_per_s"], 2)
+    print(json.dumps({"rows": args.rows, "cpu": cpu_name(), "nctl_args": json.loads(args.nctl_args), **results},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    main()
