@@ -7,9 +7,9 @@ import pytest
 
 import nctl
 from nctl import cli
-from nctl.experiments import configs, report, runners
+from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import _write_json, config_folder, run, summarise
+from nctl.experiments.run import SeedsFailed, _write_json, config_folder, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
@@ -82,6 +82,16 @@ def test_cli_list_run_report(tmp_path, capsys):
     assert "| demo | NCTL |" in printed and "| demo | GLN |" in printed
     assert cli.main(["report", str(out / "demo"), "--out", str(tmp_path / "table.md")]) == 0
     assert "accuracy" in (tmp_path / "table.md").read_text()
+
+
+def test_seeds_run_in_local_processes_are_those_of_one_process(tmp_path):
+    exp = configs.get("demo").replace({"max_steps": "64", "network.layer_sizes": "[4,1]", "learners": '["gln"]'})
+    one = run(exp, [0, 1], tmp_path / "one", progress=False)["seeds"]
+    two = run(exp, [0, 1], tmp_path / "two", executor=executors.local(2), progress=False)["seeds"]
+    for seeds in (one, two):
+        for seed in seeds:
+            del seed["wall_s"], seed["learners"]["gln"]["seconds"], seed["learners"]["gln"]["examples_per_s"]
+    assert two == one and [seed["seed"] for seed in one] == [0, 1]
 
 
 def test_unknown_experiment_is_a_clear_error():
@@ -188,7 +198,8 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     assert state > 0
     monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
     refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
-    with pytest.raises(MemoryError, match=refused):
+    with pytest.raises(SeedsFailed, match=refused) as failed:
         run(exp, [0], tmp_path, progress=False)
+    assert isinstance(failed.value.__cause__, MemoryError)
     assert not (config_folder(tmp_path, exp) / "seeds").exists()  # refused before any seed finished
     run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed

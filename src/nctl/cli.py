@@ -11,8 +11,8 @@
     nctl pool-history
 
 A user error (unknown experiment or setting, bad value, missing or corrupt data or results file, a
-folder that cannot be written) prints one line to stderr and exits with status 2; ``--debug``
-shows the traceback instead.
+folder that cannot be written, seeds that failed) prints one line to stderr and exits with status 2;
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from pathlib import Path
 
 from nctl import _atomic
 from nctl.data import cli as data_cli
-from nctl.experiments import configs, report
+from nctl.experiments import configs, executors, report
+from nctl.experiments.run import SeedsFailed, config_folder, run
 from nctl.inspect import cli as inspect_cli
 
 DEFAULT_OUT = "results"
-USER_ERRORS = (ValueError, OSError, MemoryError)  # one line and exit status 2, unless --debug
+USER_ERRORS = (ValueError, OSError, MemoryError, SeedsFailed)  # one line and exit status 2, unless --debug
 USER_ERROR_STATUS = 2
 
 
@@ -63,14 +64,15 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    from nctl.experiments.run import config_folder, run
+def _seeds(args, exp: configs.Experiment) -> range:
+    return range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
 
+
+def cmd_run(args) -> int:
     exp = configs.get(args.name).replace(_parse_settings(args.set))
-    seeds = range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
     try:
-        results = run(exp, seeds, args.out, data_dir=args.data_dir, workers=args.workers, progress=not args.quiet,
-                      resumable=args.resumable)
+        results = run(exp, _seeds(args, exp), args.out, data_dir=args.data_dir, executor=executors.local(args.workers),
+                      progress=not args.quiet, resumable=args.resumable)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
         return 130
@@ -99,6 +101,23 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``nctl run``: the experiment, its seeds and settings, where results go and where
+    seeds run."""
+    parser.add_argument("name", help="experiment name (see `nctl list`)")
+    parser.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
+    parser.add_argument("--first-seed", type=_at_least(0), default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
+    parser.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--resumable", action="store_true",
+                        help="task-matrix runs: save the learners at every task end (disk: one learner state "
+                             "per running seed) so that an interrupted seed resumes there")
+    parser.add_argument("--workers", type=_at_least(1), default=1, help="seeds run in this many processes")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nctl", description="Neural Combinatorial Transfer Learning experiments")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -106,20 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="show the experiments").set_defaults(func=cmd_list)
 
-    run = sub.add_parser("run", help="run an experiment and write its results file")
-    run.add_argument("name", help="experiment name (see `nctl list`)")
-    run.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
-    run.add_argument("--first-seed", type=_at_least(0), default=0)
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
-    run.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
-    run.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
-    run.add_argument("--workers", type=_at_least(1), default=1, help="seeds run in this many processes")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--resumable", action="store_true",
-                     help="task-matrix runs: save the learners at every task end (disk: one learner state "
-                          "per running seed) so that an interrupted seed resumes there")
-    run.set_defaults(func=cmd_run)
+    run_parser = sub.add_parser("run", help="run an experiment and write its results file")
+    _run_options(run_parser)
+    run_parser.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")
     rep.add_argument("results", nargs="+", help="results.json files or their folders")

@@ -1,0 +1,53 @@
+"""Where the seeds of a run are computed: in this process or in local processes.
+
+An executor is a function ``execute(fn, tasks, progress)`` that calls ``fn(*task)`` for every task
+and yields ``(index, outcome)`` as each call finishes, in finishing order: ``index`` is the task's
+place in ``tasks`` and ``outcome`` is what ``fn`` returned, or the exception it raised. A call that
+fails does not stop the others. Only an executor calling ``fn`` in this process passes ``progress``
+on, as ``fn``'s last argument (a counter for a progress bar cannot cross processes). Closing the
+generator (after Ctrl-C, say) cancels the calls that have not finished.
+
+``nctl.experiments.run`` gives every executor the same tasks, ``run_seed``'s arguments, so a seed's
+result does not depend on where it ran.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import multiprocessing
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+Outcomes = Generator[tuple[int, Any], None, None]  # (index of the task, its result or its exception)
+Executor = Callable[[Callable[..., Any], Sequence[tuple], Any], Outcomes]
+
+
+def in_process(fn: Callable[..., Any], tasks: Sequence[tuple], progress: Any = None) -> Outcomes:
+    """Each task in turn, in this process; ``progress`` is passed on."""
+    for index, task in enumerate(tasks):
+        try:
+            outcome = fn(*task, progress)
+        except Exception as error:  # reported by the caller; the next task runs
+            outcome = error
+        yield index, outcome
+
+
+def local(workers: int = 1) -> Executor:
+    """Tasks in ``workers`` processes of this machine; in this process when one is asked for or there
+    is one task only (no start-up cost, and ``progress`` works)."""
+
+    def execute(fn: Callable[..., Any], tasks: Sequence[tuple], progress: Any = None) -> Outcomes:
+        if workers <= 1 or len(tasks) <= 1:
+            yield from in_process(fn, tasks, progress)
+            return
+        context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
+        pool = futures.ProcessPoolExecutor(workers, mp_context=context)
+        try:
+            jobs = {pool.submit(fn, *task): index for index, task in enumerate(tasks)}
+            for job in futures.as_completed(jobs):
+                error = job.exception()
+                yield jobs[job], job.result() if error is None else error
+        finally:
+            pool.shutdown(cancel_futures=True)  # drops the calls not started, waits for the running ones
+
+    return execute
