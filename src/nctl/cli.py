@@ -1,8 +1,9 @@
 """The ``nctl`` command line: list and run experiments, report and plot their results, manage data.
 
     nctl list
-    nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N]
-              [--resumable]
+    nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--resumable]
+              [--executor local [--workers N] | --executor ray [--address ADDR] [--cpus-per-task N]
+              [--gpus-per-task N]]
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
@@ -18,6 +19,7 @@ folder that cannot be written, seeds that failed) prints one line to stderr and 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -64,6 +66,36 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _task_share(allow_zero: bool):
+    """An argparse type: what a Ray task asks for of a resource, a number > 0 (or >= 0), whole above 1."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (value >= 0 if allow_zero else value > 0) or (value > 1 and not value.is_integer()):
+            raise argparse.ArgumentTypeError(f"must be a number {'>=' if allow_zero else '>'} 0, whole above 1, "
+                                             f"got {text!r}")
+        return value
+
+    return parse
+
+
+def _executor(args):
+    """The executor the options ask for; ValueError for an option of the other executor."""
+    ray_options = {"--address": args.address, "--cpus-per-task": args.cpus_per_task,
+                   "--gpus-per-task": args.gpus_per_task}
+    if args.executor == "ray":
+        if args.workers is not None:
+            raise ValueError("--workers applies to --executor local; Ray runs as many tasks as its CPUs allow "
+                             "(see --cpus-per-task)")
+        return executors.ray_tasks(args.address, args.cpus_per_task or 1.0, args.gpus_per_task or 0.0)
+    given = [option for option, value in ray_options.items() if value is not None]
+    if given:
+        raise ValueError(f"{given[0]} applies to --executor ray")
+    return executors.local(args.workers or 1)
+
+
 def _seeds(args, exp: configs.Experiment) -> range:
     return range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
 
@@ -71,7 +103,7 @@ def _seeds(args, exp: configs.Experiment) -> range:
 def cmd_run(args) -> int:
     exp = configs.get(args.name).replace(_parse_settings(args.set))
     try:
-        results = run(exp, _seeds(args, exp), args.out, data_dir=args.data_dir, executor=executors.local(args.workers),
+        results = run(exp, _seeds(args, exp), args.out, data_dir=args.data_dir, executor=_executor(args),
                       progress=not args.quiet, resumable=args.resumable)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
@@ -115,7 +147,16 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resumable", action="store_true",
                         help="task-matrix runs: save the learners at every task end (disk: one learner state "
                              "per running seed) so that an interrupted seed resumes there")
-    parser.add_argument("--workers", type=_at_least(1), default=1, help="seeds run in this many processes")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where seeds run: processes of this machine (default), or Ray tasks")
+    parser.add_argument("--workers", type=_at_least(1), default=None,
+                        help="local executor: seeds run in this many processes (default 1: in this one)")
+    parser.add_argument("--address", default=None,
+                        help="Ray executor: the cluster to join (e.g. auto); default: start a Ray on this machine")
+    parser.add_argument("--cpus-per-task", type=_task_share(allow_zero=False), default=None,
+                        help="Ray executor: CPUs each seed asks for (default 1)")
+    parser.add_argument("--gpus-per-task", type=_task_share(allow_zero=True), default=None,
+                        help="Ray executor: GPUs each seed asks for (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Where the seeds of a run are computed: in this process or in local processes.
+"""Where the seeds of a run are computed: in this process, in local processes, or as Ray tasks.
 
 An executor is a function ``execute(fn, tasks, progress)`` that calls ``fn(*task)`` for every task
 and yields ``(index, outcome)`` as each call finishes, in finishing order: ``index`` is the task's
@@ -51,3 +51,44 @@ def local(workers: int = 1) -> Executor:
             pool.shutdown(cancel_futures=True)  # drops the calls not started, waits for the running ones
 
     return execute
+
+
+def ray_tasks(address: str | None = None, cpus_per_task: float = 1.0, gpus_per_task: float = 0.0) -> Executor:
+    """Each task as a Ray task asking for ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs. The first
+    run connects: to the cluster at ``address`` ("auto": the one this machine belongs to), else to a
+    new Ray on this machine; a Ray already initialised in this process is used as it is. Ray runs a
+    task again when its worker dies (``max_retries``, 3 by default); a task that raises is not run
+    again. ValueError if Ray is not installed."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ValueError("the Ray executor needs Ray: pip install 'nctl[ray]'") from error
+
+    def execute(fn: Callable[..., Any], tasks: Sequence[tuple], progress: Any = None) -> Outcomes:
+        if not ray.is_initialized():
+            ray.init(address=address)
+        remote = ray.remote(fn).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task)
+        running = {remote.remote(*task): index for index, task in enumerate(tasks)}
+        try:
+            while running:
+                (ref,), _ = ray.wait(list(running), num_returns=1)
+                yield running.pop(ref), _outcome(ray, ref)
+        finally:
+            for ref in running:
+                ray.cancel(ref)
+
+    return execute
+
+
+def _outcome(ray, ref) -> Any:
+    """The result of a finished Ray task, or the exception it raised (with the worker's traceback as a
+    note), or Ray's error (the worker died, the task was cancelled)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as error:
+        if error.cause is None:
+            return error
+        error.cause.add_note(str(error))  # where it was raised on the worker
+        return error.cause
+    except ray.exceptions.RayError as error:
+        return error
