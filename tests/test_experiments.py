@@ -111,6 +111,7 @@ def test_transfer_rows_summarise_each_sequence_early_loss():
     assert first_10["variant"] == "4 sources" and first_10["mean"] == "0.6000"
     assert first_20["mean"] == f"{np.mean([0.5, 0.5, 0.3]):.4f}"
     assert first_10["std"] == f"{np.std([1.0, 0.5, 0.3], ddof=1):.4f}" and first_10["ci95"].startswith("[")
+    assert report.headline_rows(results) == [first_20]  # the whole window
 
 
 def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
@@ -121,6 +122,9 @@ def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
                "seeds": seeds, "summary": summarise(seeds)}
     learning = [row for row in report.rows(results) if row["metric"] == "learning_acc"]
     assert len(learning) == 1 and learning[0]["mean"] == "85.00"  # seeds 85.0 and 85.0: (0.9+0.8)/2, (0.7+1.0)/2
+    headline = [(row["metric"], row["mean"], row["stat"]) for row in report.headline_rows(results)]
+    assert headline == [("acc", "70.00", results["summary"]["learners"]["gln"]["variants"]["frozen"]["acc"]),
+                        ("bwt", "-", None)]
     assert learning[0]["std"] == "0.00"
     table = report.markdown([results])
     assert "| split-mnist | GLN | frozen | after the last task | 50.0 | 90.0 |" in table

@@ -1,5 +1,5 @@
-"""The Ray executor on a local 2-CPU Ray: the same seeds as one process, failed and killed workers.
-Tiny GLN-only demo runs: a configuration compiles once per worker process."""
+"""The Ray executor on a local 2-CPU Ray: the same seeds as one process, failed and killed workers,
+and a sweep. Tiny GLN-only demo runs: a configuration compiles once per worker process."""
 
 import json
 import os
@@ -98,3 +98,25 @@ def test_a_seed_whose_worker_is_killed_is_run_again(tmp_path, monkeypatch):
     monkeypatch.setattr(run_module, "run_seed", first_worker_dies)
     results = run(exp, [0, 1], tmp_path / "out", executor=executors.ray_tasks(), progress=False)
     assert killed.exists() and [seed["seed"] for seed in results["seeds"]] == [0, 1]
+
+
+def test_a_sweep_on_ray_writes_one_row_per_setting_from_its_results(tmp_path, capsys):
+    out = tmp_path / "out"
+    fixed = [arg for key, value in TINY.items() if key != "max_steps" for arg in ("--set", f"{key}={value}")]
+    assert cli.main(["sweep", "demo", "--grid", "max_steps=48,64", "--seeds", "2", "--quiet", "--out", str(out),
+                     "--executor", "ray", *fixed]) == 0
+    table = (out / "demo" / "sweep.md").read_text()
+    assert capsys.readouterr().out.startswith(table)
+    lines = table.splitlines()
+    assert lines[0] == "| max_steps | GLN prequential accuracy | GLN prequential log_loss | seeds | folder |"
+    numbers = json.loads((out / "demo" / "sweep.json").read_text())
+    assert len(lines) == 4 and len(numbers["settings"]) == 2
+    for steps, entry, line in zip((48, 64), numbers["settings"], lines[2:]):
+        results = json.loads((out / "demo" / entry["results"]).read_text())
+        assert entry["setting"] == {"max_steps": steps} and results["config"]["max_steps"] == steps
+        assert [seed["steps"] for seed in results["seeds"]] == [steps, steps]
+        accuracy = results["summary"]["learners"]["gln"]["accuracy"]
+        assert {k: entry["metrics"][0][k] for k in accuracy} == accuracy
+        low, high = 100 * accuracy["ci_low"], 100 * accuracy["ci_high"]
+        assert line.startswith(f"| {steps} | {100 * accuracy['mean']:.2f} [{low:.2f}, {high:.2f}] | ")
+        assert line.endswith(f"| 2 | {entry['config_hash']} |")

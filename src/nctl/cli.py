@@ -4,6 +4,7 @@
     nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--resumable]
               [--executor local [--workers N] | --executor ray [--address ADDR] [--cpus-per-task N]
               [--gpus-per-task N]]
+    nctl sweep NAME --grid key=v1,v2 [--grid ...] [the options of run]
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from nctl import _atomic
 from nctl.data import cli as data_cli
-from nctl.experiments import configs, executors, report
+from nctl.experiments import configs, executors, report, sweep
 from nctl.experiments.run import SeedsFailed, config_folder, run
 from nctl.inspect import cli as inspect_cli
 
@@ -114,6 +115,23 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    base, fixed = configs.get(args.name), _parse_settings(args.set)
+    grid = sweep.parse_grid(args.grid)
+    try:
+        numbers = sweep.sweep(base, fixed, grid, _seeds(args, base.replace(fixed)), args.out,
+                              data_dir=args.data_dir, executor=_executor(args), progress=not args.quiet,
+                              resumable=args.resumable)
+    except KeyboardInterrupt as stop:
+        print(f"\n{stop}", file=sys.stderr)
+        return 130
+    print(sweep.markdown(numbers), end="")
+    folder = Path(args.out) / args.name
+    print(f"sweep: {folder / sweep.TABLE}, {folder / sweep.NUMBERS} (each setting's seeds and results.json: "
+          f"{folder}/HASH/)")
+    return 0
+
+
 def cmd_report(args) -> int:
     text = report.markdown(report.load(path) for path in args.results)
     if args.out:
@@ -134,8 +152,8 @@ def cmd_plot(args) -> int:
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``nctl run``: the experiment, its seeds and settings, where results go and where
-    seeds run."""
+    """The options of ``nctl run`` (and ``nctl sweep``): the experiment, its seeds and settings, where
+    results go and where seeds run."""
     parser.add_argument("name", help="experiment name (see `nctl list`)")
     parser.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
     parser.add_argument("--first-seed", type=_at_least(0), default=0)
@@ -169,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser = sub.add_parser("run", help="run an experiment and write its results file")
     _run_options(run_parser)
     run_parser.set_defaults(func=cmd_run)
+
+    sweep_parser = sub.add_parser("sweep", help="run a grid of settings and write one table of every setting's summary")
+    _run_options(sweep_parser)
+    sweep_parser.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
+                              help="the values of one setting, each read as --set reads it, separated by commas, "
+                                   "or by semicolons when the text holds one: "
+                                   "--grid 'network.layer_sizes=[10,1];[20,1]'; repeat for every combination")
+    sweep_parser.set_defaults(func=cmd_sweep)
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")
     rep.add_argument("results", nargs="+", help="results.json files or their folders")
