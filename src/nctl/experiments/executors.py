@@ -65,6 +65,8 @@ def ray_tasks(address: str | None = None, cpus_per_task: float = 1.0, gpus_per_t
         raise ValueError("the Ray executor needs Ray: pip install 'nctl[ray]'") from error
 
     def execute(fn: Callable[..., Any], tasks: Sequence[tuple], progress: Any = None) -> Outcomes:
+        if not tasks:  # every seed was finished already: no Ray to start
+            return
         if not ray.is_initialized():
             ray.init(address=address)
         remote = ray.remote(fn).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task)
@@ -86,7 +88,7 @@ def _outcome(ray, ref) -> Any:
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as error:
-        if error.cause is None:
+        if not isinstance(error.cause, Exception):  # none that could cross, or one that ends a program
             return error
         error.cause.add_note(str(error))  # where it was raised on the worker
         return error.cause
