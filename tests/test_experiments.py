@@ -7,9 +7,9 @@ import pytest
 
 import nctl
 from nctl import cli
-from nctl.experiments import configs, report, runners
+from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import _write_json, config_folder, run, summarise
+from nctl.experiments.run import SeedsFailed, _write_json, config_folder, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
@@ -84,6 +84,16 @@ def test_cli_list_run_report(tmp_path, capsys):
     assert "accuracy" in (tmp_path / "table.md").read_text()
 
 
+def test_seeds_run_in_local_processes_are_those_of_one_process(tmp_path):
+    exp = configs.get("demo").replace({"max_steps": "64", "network.layer_sizes": "[4,1]", "learners": '["gln"]'})
+    one = run(exp, [0, 1], tmp_path / "one", progress=False)["seeds"]
+    two = run(exp, [0, 1], tmp_path / "two", executor=executors.local(2), progress=False)["seeds"]
+    for seeds in (one, two):
+        for seed in seeds:
+            del seed["wall_s"], seed["learners"]["gln"]["seconds"], seed["learners"]["gln"]["examples_per_s"]
+    assert two == one and [seed["seed"] for seed in one] == [0, 1]
+
+
 def test_unknown_experiment_is_a_clear_error():
     with pytest.raises(ValueError, match="nctl list"):
         configs.get("split-cifar")
@@ -101,6 +111,7 @@ def test_transfer_rows_summarise_each_sequence_early_loss():
     assert first_10["variant"] == "4 sources" and first_10["mean"] == "0.6000"
     assert first_20["mean"] == f"{np.mean([0.5, 0.5, 0.3]):.4f}"
     assert first_10["std"] == f"{np.std([1.0, 0.5, 0.3], ddof=1):.4f}" and first_10["ci95"].startswith("[")
+    assert report.headline_rows(results) == [first_20]  # the whole window
 
 
 def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
@@ -111,6 +122,9 @@ def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
                "seeds": seeds, "summary": summarise(seeds)}
     learning = [row for row in report.rows(results) if row["metric"] == "learning_acc"]
     assert len(learning) == 1 and learning[0]["mean"] == "85.00"  # seeds 85.0 and 85.0: (0.9+0.8)/2, (0.7+1.0)/2
+    headline = [(row["metric"], row["mean"], row["stat"]) for row in report.headline_rows(results)]
+    assert headline == [("acc", "70.00", results["summary"]["learners"]["gln"]["variants"]["frozen"]["acc"]),
+                        ("bwt", "-", None)]
     assert learning[0]["std"] == "0.00"
     table = report.markdown([results])
     assert "| split-mnist | GLN | frozen | after the last task | 50.0 | 90.0 |" in table
@@ -188,7 +202,8 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     assert state > 0
     monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
     refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
-    with pytest.raises(MemoryError, match=refused):
+    with pytest.raises(SeedsFailed, match=refused) as failed:
         run(exp, [0], tmp_path, progress=False)
+    assert isinstance(failed.value.__cause__, MemoryError)
     assert not (config_folder(tmp_path, exp) / "seeds").exists()  # refused before any seed finished
     run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed

@@ -1,8 +1,10 @@
 """The ``nctl`` command line: list and run experiments, report and plot their results, manage data.
 
     nctl list
-    nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--workers N]
-              [--resumable]
+    nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--resumable]
+              [--executor local [--workers N] | --executor ray [--address ADDR] [--cpus-per-task N]
+              [--gpus-per-task N]]
+    nctl sweep NAME --grid key=v1,v2 [--grid ...] [the options of run]
     nctl report RESULTS... [--out FILE]
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
@@ -11,24 +13,26 @@
     nctl pool-history
 
 A user error (unknown experiment or setting, bad value, missing or corrupt data or results file, a
-folder that cannot be written) prints one line to stderr and exits with status 2; ``--debug``
-shows the traceback instead.
+folder that cannot be written, seeds that failed) prints one line to stderr and exits with status 2;
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 
 from nctl import _atomic
 from nctl.data import cli as data_cli
-from nctl.experiments import configs, report
+from nctl.experiments import configs, executors, report, sweep
+from nctl.experiments.run import SeedsFailed, config_folder, run
 from nctl.inspect import cli as inspect_cli
 
 DEFAULT_OUT = "results"
-USER_ERRORS = (ValueError, OSError, MemoryError)  # one line and exit status 2, unless --debug
+USER_ERRORS = (ValueError, OSError, MemoryError, SeedsFailed)  # one line and exit status 2, unless --debug
 USER_ERROR_STATUS = 2
 
 
@@ -63,20 +67,68 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    from nctl.experiments.run import config_folder, run
+def _task_share(allow_zero: bool):
+    """An argparse type: what a Ray task asks for of a resource, a number > 0 (or >= 0), whole above 1."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (value >= 0 if allow_zero else value > 0) or (value > 1 and not value.is_integer()):
+            raise argparse.ArgumentTypeError(f"must be a number {'>=' if allow_zero else '>'} 0, whole above 1, "
+                                             f"got {text!r}")
+        return value
 
+    return parse
+
+
+def _executor(args):
+    """The executor the options ask for; ValueError for an option of the other executor."""
+    ray_options = {"--address": args.address, "--cpus-per-task": args.cpus_per_task,
+                   "--gpus-per-task": args.gpus_per_task}
+    if args.executor == "ray":
+        if args.workers is not None:
+            raise ValueError("--workers applies to --executor local; Ray runs as many tasks as its CPUs allow "
+                             "(see --cpus-per-task)")
+        return executors.ray_tasks(args.address, args.cpus_per_task or 1.0, args.gpus_per_task or 0.0)
+    given = [option for option, value in ray_options.items() if value is not None]
+    if given:
+        raise ValueError(f"{given[0]} applies to --executor ray")
+    return executors.local(args.workers or 1)
+
+
+def _seeds(args, exp: configs.Experiment) -> range:
+    return range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
+
+
+def cmd_run(args) -> int:
     exp = configs.get(args.name).replace(_parse_settings(args.set))
-    seeds = range(args.first_seed, args.first_seed + (exp.seeds if args.seeds is None else args.seeds))
     try:
-        results = run(exp, seeds, args.out, data_dir=args.data_dir, workers=args.workers, progress=not args.quiet,
-                      resumable=args.resumable)
+        results = run(exp, _seeds(args, exp), args.out, data_dir=args.data_dir, executor=_executor(args),
+                      progress=not args.quiet, resumable=args.resumable)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
         return 130
     print(report.markdown([results]), end="")
     print(f"results: {config_folder(args.out, exp) / 'results.json'} (every seed of these settings; "
           f"copied to {Path(args.out) / exp.name / 'results.json'})")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    base, fixed = configs.get(args.name), _parse_settings(args.set)
+    grid = sweep.parse_grid(args.grid)
+    try:
+        numbers = sweep.sweep(base, fixed, grid, _seeds(args, base.replace(fixed)), args.out,
+                              data_dir=args.data_dir, executor=_executor(args), progress=not args.quiet,
+                              resumable=args.resumable)
+    except KeyboardInterrupt as stop:
+        print(f"\n{stop}", file=sys.stderr)
+        return 130
+    print(sweep.markdown(numbers), end="")
+    folder = Path(args.out) / args.name
+    print(f"sweep: {folder / sweep.TABLE}, {folder / sweep.NUMBERS} (each setting's seeds and results.json: "
+          f"{folder}/HASH/)")
     return 0
 
 
@@ -99,6 +151,32 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``nctl run`` (and ``nctl sweep``): the experiment, its seeds and settings, where
+    results go and where seeds run."""
+    parser.add_argument("name", help="experiment name (see `nctl list`)")
+    parser.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
+    parser.add_argument("--first-seed", type=_at_least(0), default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
+    parser.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--resumable", action="store_true",
+                        help="task-matrix runs: save the learners at every task end (disk: one learner state "
+                             "per running seed) so that an interrupted seed resumes there")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where seeds run: processes of this machine (default), or Ray tasks")
+    parser.add_argument("--workers", type=_at_least(1), default=None,
+                        help="local executor: seeds run in this many processes (default 1: in this one)")
+    parser.add_argument("--address", default=None,
+                        help="Ray executor: the cluster to join (e.g. auto); default: start a Ray on this machine")
+    parser.add_argument("--cpus-per-task", type=_task_share(allow_zero=False), default=None,
+                        help="Ray executor: CPUs each seed asks for (default 1)")
+    parser.add_argument("--gpus-per-task", type=_task_share(allow_zero=True), default=None,
+                        help="Ray executor: GPUs each seed asks for (default 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nctl", description="Neural Combinatorial Transfer Learning experiments")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -106,20 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="show the experiments").set_defaults(func=cmd_list)
 
-    run = sub.add_parser("run", help="run an experiment and write its results file")
-    run.add_argument("name", help="experiment name (see `nctl list`)")
-    run.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
-    run.add_argument("--first-seed", type=_at_least(0), default=0)
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
-    run.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
-    run.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
-    run.add_argument("--workers", type=_at_least(1), default=1, help="seeds run in this many processes")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--resumable", action="store_true",
-                     help="task-matrix runs: save the learners at every task end (disk: one learner state "
-                          "per running seed) so that an interrupted seed resumes there")
-    run.set_defaults(func=cmd_run)
+    run_parser = sub.add_parser("run", help="run an experiment and write its results file")
+    _run_options(run_parser)
+    run_parser.set_defaults(func=cmd_run)
+
+    sweep_parser = sub.add_parser("sweep", help="run a grid of settings and write one table of every setting's summary")
+    _run_options(sweep_parser)
+    sweep_parser.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
+                              help="the values of one setting, each read as --set reads it, separated by commas, "
+                                   "or by semicolons when the text holds one: "
+                                   "--grid 'network.layer_sizes=[10,1];[20,1]'; repeat for every combination")
+    sweep_parser.set_defaults(func=cmd_sweep)
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")
     rep.add_argument("results", nargs="+", help="results.json files or their folders")

@@ -21,6 +21,8 @@ PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "learning_acc", "ac
 LEARNER_NAMES = {"nctl": "NCTL", "gln": "GLN", "ewc": "EWC", "online-ewc": "Online EWC", "mlp": "MLP",
                  "no-change": "No-change", "oracle-1": "Oracle 1 (boundaries)",
                  "oracle-2": "Oracle 2 (boundaries + identities)"}
+HEADLINE_METRICS = {configs.TASK_MATRIX: ("acc", "bwt"), configs.PREQUENTIAL: ("accuracy", "log_loss"),
+                    configs.ORACLES: ("log_loss",), configs.SUBSTRATE: ("test_accuracy",)}
 ANCHOR_FOR = {"NCTL": "NCTL (paper", "EWC": "EWC", "Online EWC": "Online EWC", "No-change": "No-change",
               "river:alma": "river ALMA", "river:leveraging_bagging": "river Leveraging",
               "river:adaptive_random_forest": "river Adaptive Random", "river:hoeffding_adaptive_tree": "river Hoeffding",
@@ -69,14 +71,15 @@ def _anchor(results: dict, metric: str, learner: str) -> str:
 
 
 def rows(results: dict) -> list[dict[str, Any]]:
-    """One row per (learner, variant or condition, metric) of a results file."""
+    """One row per (learner, variant or condition, metric) of a results file: its numbers as text
+    (``mean``, ``std``, ``ci95``) and as stored (``stat``: mean, std, ci_low, ci_high, n; or None)."""
     kind, summary, out = results["kind"], results["summary"], []
 
     def add(learner, variant, metric, stat):
         mean, std, ci = _fmt(stat, metric)
         out.append({"experiment": results["experiment"], "learner": LEARNER_NAMES.get(learner, learner),
                     "variant": variant, "metric": metric, "mean": mean, "std": std, "ci95": ci,
-                    "seeds": results["n_seeds"], "anchor": _anchor(results, metric, learner)})
+                    "seeds": results["n_seeds"], "anchor": _anchor(results, metric, learner), "stat": stat})
 
     if kind == configs.TASK_MATRIX:
         for learner, entry in summary.get("learners", {}).items():
@@ -106,6 +109,14 @@ def rows(results: dict) -> list[dict[str, Any]]:
                     add(learner, f"{condition} {label}", f"log_loss_first_{first}",
                         _early_loss(results["seeds"], condition, learner, first))
     return out
+
+
+def headline_rows(results: dict) -> list[dict[str, Any]]:
+    """The rows of each kind's headline metrics (``HEADLINE_METRICS``); for the transfer kinds, the
+    mean log loss over each curve's whole window (the last row of each learner and condition)."""
+    if results["kind"] in HEADLINE_METRICS:
+        return [row for row in rows(results) if row["metric"] in HEADLINE_METRICS[results["kind"]]]
+    return list({(row["learner"], row["variant"]): row for row in rows(results)}.values())
 
 
 def _early_loss(seed_results: list[dict], condition: str, learner: str, first: int) -> dict | None:

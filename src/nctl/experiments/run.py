@@ -1,4 +1,6 @@
-"""Run the seeds of an experiment, in parallel processes if asked, and write the results files.
+"""Run the seeds of experiments on an executor (this process, local processes or Ray tasks:
+``nctl.experiments.executors``) and write the results files. This process, the driver, writes the seed
+and results files wherever the seeds ran; a ``resumable`` seed's checkpoints are written where it runs.
 
 Layout under ``out``, one folder per experiment and in it one per configuration (``HASH``, the
 first 16 hex digits of the SHA-256 of the resolved configuration, ``config_hash``)::
@@ -21,24 +23,22 @@ the earlier layout (``NAME/seeds/``, ``NAME/checkpoints/seed-0007-HASH/``) are s
 
 from __future__ import annotations
 
-import concurrent.futures as futures
 import hashlib
 import json
 import math
-import multiprocessing
 import os
 import platform
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from nctl import _atomic
 from nctl.evaluate import summarize_seeds
-from nctl.experiments import validate
+from nctl.experiments import executors, validate
 from nctl.experiments.configs import TASK_MATRIX, Experiment
 from nctl.experiments.runners import run_seed
 
@@ -125,71 +125,102 @@ def _write_seed(folder: Path, seed: int, key: str, result: dict) -> None:
     _write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
 
 
-def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None, workers: int = 1,
-        progress: bool = True, resumable: bool = False) -> dict:
-    """Run every seed not already finished under ``out``, then rebuild and return the results of every
-    finished seed of this configuration; ``resumable``: save task-matrix learners at every task end
-    and resume unfinished seeds there. The settings are checked and ``out`` is made and tested for
-    writing before any seed runs."""
-    if resumable and exp.kind != TASK_MATRIX:
-        raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
+class SeedsFailed(RuntimeError):
+    """Seeds of a run that raised an error or lost their worker; the other seeds finished and are
+    kept. ``failures``: (configuration, seed, error) of each, in the order of the run's tasks."""
+
+    def __init__(self, message: str, failures: list[tuple[Experiment, int, Exception]]):
+        super().__init__(message)
+        self.failures = failures
+
+
+def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None,
+        executor: executors.Executor = executors.in_process, progress: bool = True, resumable: bool = False) -> dict:
+    """Run every seed of ``exp`` not already finished under ``out`` (``run_all`` of one configuration);
+    returns its results."""
+    return run_all([exp], seeds, out, data_dir, executor, progress, resumable)[0]
+
+
+def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, data_dir=None,
+            executor: executors.Executor = executors.in_process, progress: bool = True,
+            resumable: bool = False) -> list[dict]:
+    """Run every seed of every configuration in ``exps`` not already finished under ``out``, on
+    ``executor`` (``nctl.experiments.executors``; by default in this process), writing each seed's
+    file as soon as it returns; then rebuild and return each configuration's results (every finished
+    seed). ``resumable``: save task-matrix learners at every task end and resume unfinished seeds
+    there. Every configuration is checked and ``out`` is made and tested for writing before any seed
+    runs. A seed that fails does not stop the others: once they are done and the results files are
+    written, SeedsFailed names every failed seed (its cause: the first error)."""
     seeds = list(seeds)
     if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"seeds must be one or more integers >= 0, got {seeds}")
-    validate.check(exp)
-    key = config_hash(exp)
-    folder = _atomic.check_writable(config_folder(out, exp))
-    finished = _load_finished(folder, seeds, key)
-    pending = [s for s in seeds if s not in finished]
-    bar = _progress_bar(len(seeds), len(finished), exp.name, progress)
-    start = time.perf_counter()
-
-    def checkpoints(seed: int) -> Path | None:
-        if not resumable:
-            return None
-        path, earlier = _checkpoint_path(folder, seed), folder.parent / "checkpoints" / f"seed-{seed:04d}-{key}"
-        if earlier.is_dir() and not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(earlier, path)
-        return path
-
-    def record(seed: int, result: dict) -> None:
-        finished[seed] = result
-        _write_seed(folder, seed, key, result)
-        shutil.rmtree(_checkpoint_path(folder, seed), ignore_errors=True)
-        if bar is not None:
-            bar.update(1)
-            steps = sum(_steps(r) for r in finished.values())
-            bar.set_postfix(examples_per_s=f"{steps / max(time.perf_counter() - start, 1e-9):.0f}")
-
-    interrupted = False
-    one_process = workers <= 1 or len(pending) <= 1
-    steps_bar = _StepBar() if one_process and bar is not None and exp.kind == TASK_MATRIX else None
+    for exp in exps:
+        if resumable and exp.kind != TASK_MATRIX:
+            raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
+        validate.check(exp)
+    folders = [_atomic.check_writable(config_folder(out, exp)) for exp in exps]
+    finished = [_load_finished(folder, seeds, config_hash(exp)) for exp, folder in zip(exps, folders)]
+    owners, tasks = [], []  # per pending seed: the index of its configuration, and run_seed's arguments
+    for owner, (exp, folder) in enumerate(zip(exps, folders)):
+        for seed in (s for s in seeds if s not in finished[owner]):
+            owners.append(owner)
+            tasks.append((exp, seed, data_dir, _checkpoints(folder, seed, config_hash(exp)) if resumable else None))
+    total = len(exps) * len(seeds)
+    bar = _progress_bar(total, total - len(tasks), exps[0].name, progress)
+    steps_bar = None if bar is None else _StepBar()  # shown by executors that run seeds in this process
+    start, steps_trained, failures, interrupted = time.perf_counter(), 0, {}, False
+    outcomes = executor(run_seed, tasks, steps_bar)
     try:
-        if one_process:
-            for seed in pending:
-                record(seed, run_seed(exp, seed, data_dir, checkpoints(seed), steps_bar))
-        else:
-            context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
-            with futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-                jobs = {pool.submit(run_seed, exp, seed, data_dir, checkpoints(seed)): seed for seed in pending}
-                try:
-                    for job in futures.as_completed(jobs):
-                        record(jobs[job], job.result())
-                except KeyboardInterrupt:
-                    for job in jobs:
-                        job.cancel()
-                    raise
+        for index, outcome in outcomes:
+            owner, (exp, seed, *_) = owners[index], tasks[index]
+            if isinstance(outcome, Exception):
+                failures[index] = outcome
+            else:
+                finished[owner][seed] = outcome
+                _write_seed(folders[owner], seed, config_hash(exp), outcome)
+                shutil.rmtree(_checkpoint_path(folders[owner], seed), ignore_errors=True)
+                steps_trained += _steps(outcome)
+            if bar is not None:
+                bar.update(1)
+                rate = f"{steps_trained / max(time.perf_counter() - start, 1e-9):.0f}"
+                bar.set_postfix(examples_per_s=rate, **({"failed": len(failures)} if failures else {}))
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        outcomes.close()
         for shown in (steps_bar, bar):
             if shown is not None:
                 shown.close()
-    results = write_results(exp, folder, interrupted)
+    results = [write_results(exp, folder, interrupted) for exp, folder in zip(exps, folders)]
     if interrupted:
-        raise KeyboardInterrupt(f"interrupted: {len(finished)} of {len(seeds)} seeds kept in {folder}")
+        kept = folders[0] if len(exps) == 1 else Path(out) / exps[0].name
+        raise KeyboardInterrupt(f"interrupted: {sum(map(len, finished))} of {total} seeds kept in {kept}")
+    if failures:
+        failed = [(*tasks[index][:2], failures[index]) for index in sorted(failures)]
+        raise SeedsFailed(_failure_message(failed, len(tasks), len(exps) > 1), failed) from failed[0][2]
     return results
+
+
+def _checkpoints(folder: Path, seed: int, key: str) -> Path:
+    """The checkpoint folder of ``seed``; one of the earlier layout is moved there first."""
+    path, earlier = _checkpoint_path(folder, seed), folder.parent / "checkpoints" / f"seed-{seed:04d}-{key}"
+    if earlier.is_dir() and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(earlier, path)
+    return path
+
+
+def _failure_message(failed: list[tuple[Experiment, int, Exception]], n_run: int, several: bool) -> str:
+    """One line: the failed seeds grouped by error (with their configuration's hash if ``several``)."""
+    groups: dict[str, list[str]] = {}
+    for exp, seed, error in failed:
+        first_line = next(iter(str(error).splitlines()), "")
+        label = f"{seed} ({config_hash(exp)})" if several else str(seed)
+        groups.setdefault(f"{type(error).__name__}: {first_line}", []).append(label)
+    listed = "; ".join(f"seed{'s' * (len(labels) > 1)} {', '.join(labels)}: {error}"
+                       for error, labels in groups.items())
+    return (f"{len(failed)} of {n_run} seeds failed ({listed}); finished seeds are kept, and a rerun runs only "
+            "the missing ones")
 
 
 def write_results(exp: Experiment, folder: Path, interrupted: bool = False) -> dict:
