@@ -145,6 +145,9 @@ def _log_probs(cfg: EngineConfig, weights, u, x):
     return mixing.log_prob(cfg.rows.predict(weights, u), x)
 
 
+SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close
+
+
 class _Close(NamedTuple):
     """What every neuron's decision at one close reads (§4.5)."""
 
@@ -166,8 +169,7 @@ class _Close(NamedTuple):
 
 
 def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
-    """REFINE, SKIP or ADD for every neuron of ``layer`` (§4.5): the refine test only where the parent is
-    still in the pool, the skip test only where no refine happened."""
+    """REFINE, SKIP or ADD for every neuron of ``layer`` (§4.5)."""
     shape = cfg.layers[layer]
     cols = slice(shape.offset, shape.offset + shape.neurons)
     gates = gating.Gates(net.normals[cols], net.offsets[cols])
@@ -210,12 +212,15 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
 
     def neuron(n):
         col = shape.offset + n
-        refined = jax.lax.cond(close.trained[col] & close.parent_in_pool[col], refine, lambda n, col: False, n, col)
-        skipped = jax.lax.cond(close.trained[col] & ~refined & close.nonempty[col], skip, lambda n, col: False, n, col)
+        refined = close.parent_in_pool[col] & refine(n, col)
+        skipped = close.nonempty[col] & skip(n, col)
         action = jnp.where(refined, pool.REFINE, jnp.where(skipped, pool.SKIP, pool.ADD))
         return jnp.where(close.trained[col], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
 
-    return jax.lax.map(neuron, jnp.arange(shape.neurons))
+    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES
+    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
+    batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
+    return jax.lax.map(neuron, jnp.arange(shape.neurons), batch_size=batch)
 
 
 def _neuron_contexts(gates: gating.Gates, n, z):
@@ -351,8 +356,11 @@ def reserve_records(state: State, cfg: EngineConfig) -> State:
         keep = net.in_pool | reads
         used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
         held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
-        copied = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
-        return held.at[jnp.where(copied, net.slot_lineage, rows)].set(True, mode="drop")
+        def copied_lineages(held):
+            used = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
+            return held.at[jnp.where(used, net.slot_lineage, rows)].set(True, mode="drop")
+
+        return engine.when(jnp.any(live[:, None, None] & net.detached), copied_lineages, held)
 
     held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
     (free,) = jnp.nonzero(~held, size=cfg.chunk, fill_value=-1)
