@@ -10,8 +10,9 @@ sequential prediction. With a tree deep enough for the whole string this is the 
 
 >>> import numpy as np
 >>> from nctl.sequence import KT, PTW, FMN
->>> bits = np.array(([0] * 60 + [1] * 4 + [1] * 60 + [0] * 4) * 8)  # two coins taking turns
->>> kt, ptw, fmn = (p.log_probs(bits)[-1] for p in (KT(), PTW(), FMN(pool_size=4, min_segment=64)))
+>>> rates = np.repeat([0.05, 0.95] * 8, 128)  # two biased coins taking turns, 128 flips each
+>>> bits = (np.random.default_rng(0).random(rates.size) < rates).astype(int)
+>>> kt, ptw, fmn = (p.log_probs(bits)[-1] for p in (KT(), PTW(), FMN()))
 >>> bool(fmn > ptw > kt)
 True
 """

@@ -116,13 +116,14 @@ def _stored(data: Any) -> Any:
     return data
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON (floats rounded to STORED_DIGITS, non-finite as null), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic.write_text(path, json.dumps(_stored(data), allow_nan=False))
 
 
 def _write_seed(folder: Path, seed: int, key: str, result: dict) -> None:
-    _write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
+    write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
 
 
 class SeedsFailed(RuntimeError):
@@ -231,8 +232,8 @@ def write_results(exp: Experiment, folder: Path, interrupted: bool = False) -> d
         stored = (_read_seed(path, key) for path in (folder / "seeds").glob("seed-*.json"))
         seed_results = sorted((r for r in stored if r is not None), key=lambda r: r["seed"])
         results = _stored(aggregate(exp, seed_results, interrupted))
-        _write_json(folder / RESULTS, results)
-        _write_json(folder.parent / RESULTS, results)
+        write_json(folder / RESULTS, results)
+        write_json(folder.parent / RESULTS, results)
     return results
 
 

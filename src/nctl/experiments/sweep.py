@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from nctl import _atomic
 from nctl.experiments import executors, report, validate
 from nctl.experiments.configs import Experiment
-from nctl.experiments.run import _write_json, config_hash, run_all
+from nctl.experiments.run import write_json, config_hash, run_all
 
 TABLE, NUMBERS = "sweep.md", "sweep.json"
 
@@ -82,7 +82,7 @@ def sweep(base: Experiment, fixed: Mapping[str, str], grid: Mapping[str, list[st
     numbers = {"experiment": base.name, "set": dict(fixed), "grid": dict(grid),
                "settings": [_entry(list(grid), r) for r in results]}
     folder = Path(out) / base.name
-    _write_json(folder / NUMBERS, numbers)
+    write_json(folder / NUMBERS, numbers)
     _atomic.write_text(folder / TABLE, markdown(numbers))
     return numbers
 
