@@ -9,7 +9,7 @@ import nctl
 from nctl import cli
 from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import SeedsFailed, _write_json, config_folder, run, summarise
+from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
@@ -144,7 +144,7 @@ def test_oracle_rows_give_each_rivals_paired_gap_to_nctl():
 
 def test_results_files_store_floats_to_seven_significant_digits_and_undefined_numbers_as_null(tmp_path):
     path = tmp_path / "r.json"
-    _write_json(path, {"loss": [0.123456789123, 2, float("nan"), -float("inf")], "nested": {"acc": 95.80123456},
+    write_json(path, {"loss": [0.123456789123, 2, float("nan"), -float("inf")], "nested": {"acc": 95.80123456},
                        "name": "x"})
     stored = json.loads(path.read_text(), parse_constant=lambda token: pytest.fail(f"bare {token} in the file"))
     assert stored["loss"] == [0.1234568, 2, None, None]

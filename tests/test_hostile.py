@@ -17,7 +17,7 @@ from nctl import _memory, cli, plots
 from nctl.experiments import configs, report
 from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import _write_json, _write_seed, aggregate, config_folder, config_hash, write_results
+from nctl.experiments.run import write_json, _write_seed, aggregate, config_folder, config_hash, write_results
 from nctl.river import GLNClassifier, NCTLClassifier
 
 TINY = dict(layer_sizes=(3, 1), context_bits=1, learning_rate=0.1)
@@ -315,7 +315,7 @@ def test_old_results_files_with_nan_and_new_ones_with_null_read_alike(tmp_path):
     results = aggregate(configs.get("demo"), [seed])
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(results))
-    _write_json(new, results)
+    write_json(new, results)
     assert "NaN" in old.read_text() and strict_json(new)["summary"]["learners"]["gln"]["kappa_temporal"]["mean"] is None
     assert report.markdown([report.load(old)]) == report.markdown([report.load(new)])
     assert "| demo | GLN | prequential | kappa_temporal | nan |" in report.markdown([report.load(new)])
