@@ -6,6 +6,10 @@ the first-example latency of NCTL (which includes compiling, or loading compiled
 persistent cache).
 
     python benchmarks/river_speed.py [--rows 5000] [--data-dir DIR] [--nctl-args '{"learning_rate": 0.1}']
+                                     [--cache DIR]
+
+With ``--cache DIR`` the run uses (and fills) a persistent compilation cache there: run it twice to see
+the first-example latency of a process that compiles and of one that loads.
 """
 
 import argparse
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from river import evaluate, forest, metrics, preprocessing, tree
 
+from nctl import enable_compilation_cache
 from nctl.data.location import resolve_data_dir
 from nctl.data.elec2 import read_elec2
 from nctl.river import NCTLClassifier
@@ -52,7 +57,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--nctl-args", default="{}", help="JSON of NCTLClassifier parameters (default: its defaults)")
+    parser.add_argument("--cache", default=None, help="a persistent compilation cache folder (default: none)")
     args = parser.parse_args()
+    if args.cache:
+        enable_compilation_cache(args.cache)
     stream = elec2_rows(args.data_dir, args.rows)
 
     nctl_model = preprocessing.StandardScaler() | NCTLClassifier(**json.loads(args.nctl_args))
@@ -66,7 +74,7 @@ def main() -> None:
     results["hat"] = timed(tree.HoeffdingAdaptiveTreeClassifier(seed=0), stream)
     for name in results:
         results[name]["over_arf"] = round(results[name]["examples_per_s"] / results["arf"]["examples_per_s"], 2)
-    print(json.dumps({"rows": args.rows, "cpu": cpu_name(), "nctl_args": json.loads(args.nctl_args), **results},
+    print(json.dumps({"rows": args.rows, "cpu": cpu_name(), "cache": args.cache, "nctl_args": json.loads(args.nctl_args), **results},
                      indent=2))
 
 

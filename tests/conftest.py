@@ -17,6 +17,10 @@ from nctl.data.registry import get_dataset
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
+# the command line turns on JAX's persistent compilation cache; the tests call it in this process and
+# leave the user's cache alone (tests/test_compilation.py checks the cache in processes of its own)
+os.environ["NCTL_CACHE_DIR"] = "off"
+
 
 def _real_data_dir(dataset: str) -> Path:
     folder = Path(os.environ["NCTL_DATA"]) if os.environ.get("NCTL_DATA") else SHARED_DATA

@@ -1,7 +1,7 @@
 """nctl: Neural Combinatorial Transfer Learning for online continual learning.
 
 Importing nctl turns on JAX's 64-bit mode: the log-domain accumulators of PTW and FMN are kept in
-float64 (ALGORITHMS.md section 6); every learner keeps its weights in float32 explicitly.
+float64 (docs/algorithm.md §6); every learner keeps its weights in float32 explicitly.
 """
 
 import jax
@@ -10,6 +10,7 @@ jax.config.update("jax_enable_x64", True)
 
 __version__ = "0.1.0"
 
+from nctl.compilation import enable_compilation_cache  # noqa: E402
 from nctl.learners import GLN, NCTL, load  # noqa: E402
 
-__all__ = ["GLN", "NCTL", "load"]
+__all__ = ["GLN", "NCTL", "enable_compilation_cache", "load"]

@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from nctl import _atomic
+from nctl import _atomic, compilation
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, executors, report, sweep
 from nctl.experiments.run import SeedsFailed, config_folder, run
@@ -216,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
+    compilation.cli_cache()  # a second process loads what the first compiled
     try:
         return args.func(args)
     except USER_ERRORS as error:

@@ -410,11 +410,12 @@ class Posterior(NamedTuple):
     log_evidence: jax.Array  # [N] log FMN(x_{1:t}) of every neuron
 
 
-def mixture_posterior(logits):
+def mixture_posterior(logits, dtype):
     """``softmax`` over members and ``log sum exp`` of the float64 ``logits`` [S, M, N], with one
-    exponential pass, in float32 (the precision of the members' predictions; §1.3)."""
+    exponential pass in ``dtype``, the precision of the members' predictions (float32 for GGM rows,
+    §1.3; float64 for KT counts)."""
     top = jnp.max(logits, axis=1, keepdims=True)
-    weights = jnp.exp((logits - top).astype(jnp.float32))
+    weights = jnp.exp((logits - top).astype(dtype))
     total = jnp.sum(weights, axis=1)
     return weights / total[:, None], top[:, 0] + jnp.log(total).astype(jnp.float64)
 
@@ -422,7 +423,7 @@ def mixture_posterior(logits):
 def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     """``alpha = softmax_m(log lambda + L)``, ``pi_j = softmax_j(Lambda_j + R_canon(j))`` summed per slot (§3.3)."""
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0))
+    alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)
     canon = tree.canonical_slots(sched)
     level_logits = tree.level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
     pi = softmax(level_logits, axis=0)
@@ -678,7 +679,7 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
 def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig) -> Net:
     """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
     live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
-    log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0))[1]  # [S, N]
+    log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)[1]  # [S, N]
     w_c = tree.node_log_weight(net.log_b, log_r[tree.canonical_slots(old)], old.depth, adv.completed, cfg.prior)
     log_b = jnp.where(adv.grow, tree.shift_levels(net.log_b), net.log_b)
     i = adv.closing - 1
