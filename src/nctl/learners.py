@@ -366,15 +366,31 @@ class NCTL(_OnlineLearner):
                           float(self.refine_threshold), float(self.skip_threshold), bool(self.joint_evidence),
                           self.eviction, self.trained_members).validate()
 
-    def engine_config(self, n_features: int, max_depth: int | None = None,
-                      record_rows: int | None = None) -> engine.EngineConfig:
-        """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6); it starts
-        with room for a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing) and grows if it must."""
+    def engine_config(self, n_features: int, max_depth: int | None = None, record_rows: int | None = None,
+                      arena_depth: int | None = None, full: bool = False) -> engine.EngineConfig:
+        """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6): room for
+        a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
+        small and grow with it (``engine.lean_arena_depth``) unless ``full``."""
         rows = GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
-        return engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
-                                tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows)
+        cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
+                               tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth)
+        if self.depth is None and arena_depth is None and not full:
+            cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
+                                   tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows,
+                                   engine.lean_arena_depth(cfg, 0))
+        return cfg
+
+    def state_bytes(self, n_features: int, n_steps: int | None = None) -> int:
+        """Bytes of the largest state this learner reaches for ``n_features`` inputs on a stream of
+        ``n_steps`` steps (default ``2^depth``, or ``2^DEFAULT_MAX_DEPTH`` when growing), from shapes
+        alone (nothing is allocated): an upper bound to plan with."""
+        cfg = self.engine_config(n_features, full=True)
+        if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
+            cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
+        shapes = jax.eval_shape(partial(self._fresh_state, n_features, cfg))
+        return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
@@ -428,10 +444,11 @@ class NCTL(_OnlineLearner):
     # -- save / load
 
     def _shape_meta(self) -> dict:
-        return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows}
+        return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows,
+                "arena_depth": self.cfg_.arena_depth}
 
     def _restore_template(self, n_features: int, shapes: dict):
-        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"])
+        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"])
         return self._fresh_state(n_features, self.cfg_)
 
     def _after_restore(self, shapes: dict) -> None:

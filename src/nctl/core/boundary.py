@@ -253,7 +253,7 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: Engine
     target = jnp.take_along_axis(rank, jnp.maximum(nth, 0), axis=0)  # [X, N]
 
     def write(q, net):
-        return engine.when(jnp.any(writes[q]), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
+        return engine.when(engine.any_net(jnp.any(writes[q])), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
                            net)
 
     net = net._replace(in_pool=in_pool)
@@ -322,7 +322,7 @@ def _detach(net: Net, writes, target, kept, cfg: EngineConfig, now) -> Net:
         return net
     affected = jnp.any(hit, axis=1)  # [S, N]: (slot, neuron) pairs to materialise
     return jax.lax.fori_loop(0, kept, lambda p, net: engine.when(
-        jnp.any(affected[p]), lambda net: _materialise(net, p, affected[p], cfg, now), net), net)
+        engine.any_net(jnp.any(affected[p])), lambda net: _materialise(net, p, affected[p], cfg, now), net), net)
 
 
 def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig, now) -> Net:
@@ -360,7 +360,7 @@ def reserve_records(state: State, cfg: EngineConfig) -> State:
             used = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
             return held.at[jnp.where(used, net.slot_lineage, rows)].set(True, mode="drop")
 
-        return engine.when(jnp.any(live[:, None, None] & net.detached), copied_lineages, held)
+        return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
 
     held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
     (free,) = jnp.nonzero(~held, size=cfg.chunk, fill_value=-1)

@@ -86,6 +86,7 @@ class EngineConfig(NamedTuple):
     n_classes: int  # 2: one binary network; K > 2: K one-vs-all networks
     max_depth: int  # the tree may grow up to this depth: S = max_depth + 1 slots
     record_rows: int  # A_r
+    arena_depth: int  # the block arenas hold the blocks of trees up to this depth (<= max_depth)
     layers: tuple  # of LayerShape
 
     @property
@@ -143,21 +144,39 @@ def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
 
 
 def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tree.TreePrior,
-              n_classes: int, max_depth: int, record_rows: int | None = None) -> EngineConfig:
-    """An engine with its arenas sized for trees up to ``max_depth`` (§6.2, §6.5)."""
+              n_classes: int, max_depth: int, record_rows: int | None = None,
+              arena_depth: int | None = None) -> EngineConfig:
+    """An engine for trees up to ``max_depth`` whose block arenas hold trees up to ``arena_depth``
+    (default ``max_depth``; ``learn`` enlarges them as a growing tree deepens) (§6.2, §6.5)."""
     pool = pool.validate()
+    arena_depth = max_depth if arena_depth is None else min(arena_depth, max_depth)
     contexts = 2**context_bits
     shapes, offset = [], 0
     for n, fan_in in zip(layer_sizes, gln.fan_ins(n_features, layer_sizes)):
         width = rows.width(fan_in)
-        blocks = block_bound(max_depth, contexts, pool.min_segment, n)
+        blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
         slot_bytes = (max_depth + 1) * n * pool.lanes * width * 4
         shapes.append(LayerShape(offset, n, fan_in, width, blocks, slot_bytes <= VECTORISED_LAYER_BYTES))
         offset += n
     if record_rows is None:
         record_rows = pool.reservoir_size * (max_depth + 5) + 2 * pool.min_segment
     return EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
-                        record_rows, tuple(shapes))
+                        record_rows, arena_depth, tuple(shapes))
+
+
+EAGER_ARENA_BYTES = 64 * 2**20  # arenas this small are sized for max_depth at once: never enlarged
+ARENA_HEADROOM = 3  # an enlarged arena holds trees this many levels deeper than the tree needs
+
+
+def lean_arena_depth(cfg: EngineConfig, n_steps: int) -> int:
+    """The arena depth for a growing tree that has seen ``n_steps`` steps: ``max_depth`` when the full
+    arenas are small (no later enlargement, no recompilation), else the depth the tree reaches within the
+    next ``P`` steps plus ``ARENA_HEADROOM`` levels, so that the arenas grow with the live tree levels."""
+    full = sum(block_bound(cfg.max_depth, cfg.contexts, cfg.chunk, s.neurons) * cfg.pool.lanes * s.width
+               for s in cfg.layers) * np.dtype(cfg.rows.dtype).itemsize * cfg.n_nets
+    if full <= EAGER_ARENA_BYTES:
+        return cfg.max_depth
+    return min(cfg.max_depth, tree.depth_for(n_steps + cfg.chunk) + ARENA_HEADROOM)
 
 
 # ----------------------------------------------------------------------------- state
@@ -225,7 +244,21 @@ def per_net(fn, *args):
     if jax.tree.leaves(args[0])[0].shape[0] == 1:
         out = fn(*jax.tree.map(lambda a: a[0], args))
         return jax.tree.map(lambda a: a[None], out)
-    return jax.vmap(fn)(*args)
+    return jax.vmap(fn, axis_name=NET_AXIS)(*args)
+
+
+NET_AXIS = "nets"
+
+
+def any_net(flag):
+    """``flag`` of any class network, inside ``per_net``'s vmap (``flag`` itself outside it). A loop whose
+    condition is per network becomes, under vmap, a select of its whole carry per iteration: a copy of
+    the network's arenas. With the condition shared, the loop runs in place, and a body that masks its
+    writes by each network's own flag leaves the finished networks unchanged."""
+    try:
+        return jax.lax.psum(flag.astype(jnp.int32), NET_AXIS) > 0
+    except NameError:  # one network: not vmapped
+        return flag
 
 
 def init(cfg: EngineConfig, key, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
@@ -308,9 +341,10 @@ def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
     """The same learner in a larger engine (deeper tree, more record rows): every array padded, new
     blocks free, new pool entries empty. Nothing the learner computes changes."""
     dS, dA_r, dE = new.slots - old.slots, new.record_rows - old.record_rows, new.entries - old.entries
-    if min(dS, dA_r, dE) < 0 or new._replace(max_depth=old.max_depth, record_rows=old.record_rows,
-                                              layers=old.layers) != old:
-        raise ValueError("resize only enlarges the tree depth and the record arena of the same learner")
+    if min(dS, dA_r, dE, new.arena_depth - old.arena_depth) < 0 or new._replace(
+            max_depth=old.max_depth, record_rows=old.record_rows, arena_depth=old.arena_depth,
+            layers=old.layers) != old:
+        raise ValueError("resize only enlarges the tree depth and the arenas of the same learner")
 
     def pad(a, axis, amount, value=0):
         widths = [(0, 0)] * a.ndim
@@ -496,7 +530,7 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
         return pending.at[jnp.where(valid, index, count)].set(False, mode="drop"), net
 
     pending = jnp.any(mask, axis=-1)
-    return jax.lax.while_loop(lambda c: jnp.any(c[0]), one_round, (pending, net))[1]
+    return jax.lax.while_loop(lambda c: any_net(jnp.any(c[0])), one_round, (pending, net))[1]
 
 
 def _put(items: tuple, index: int, value) -> tuple:
@@ -763,6 +797,10 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
     ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
     probs, observations, a = [], [], 0
     while a < X.shape[0]:
+        if cfg.arena_depth < cfg.max_depth:  # a growing tree: block arenas for the next P steps
+            wanted = tree.depth_for(int(state.schedule.t) + cfg.chunk)
+            if wanted > cfg.arena_depth:
+                state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, int(state.schedule.t))))
         n = min(LEARN_BLOCK, X.shape[0] - a)
         Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
         Z[:n] = X[a:a + n]
@@ -779,14 +817,14 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
             if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
                 state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
         elif done < n:  # the tree outgrew max_depth
-            state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1))
+            state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(parts), *observations) if observations else None
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
 
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     new = configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
-                    wanted.max_depth, wanted.record_rows)
+                    wanted.max_depth, wanted.record_rows, wanted.arena_depth)
     return _resize(state, cfg, new), new
 
 
