@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from nctl import _memory
 from nctl.data.registry import get_dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -46,3 +47,10 @@ def fashion_mnist_dir() -> Path:
 @pytest.fixture(scope="session")
 def elec2_dir() -> Path:
     return _real_data_dir("elec2")
+
+
+@pytest.fixture(autouse=True)
+def _trimmed_compiled_programs():
+    """The session compiles hundreds of configurations; keep it below the kernel's memory-map limit."""
+    yield
+    _memory.trim_compiled_programs()

@@ -30,3 +30,28 @@ def check_fits(what: str, needed: int, remedy: str) -> None:
     free = available_memory()
     if free is not None and needed > free:
         raise MemoryError(f"{what} needs {needed / GB:.1f} GB but {free / GB:.1f} GB is free; {remedy}")
+
+
+MAPS_SHARE = 0.5  # drop compiled programs once the process holds this share of the kernel's mapping limit
+
+
+def _map_counts() -> tuple[int, int] | None:
+    """(memory mappings this process holds, the kernel's limit vm.max_map_count); None off Linux."""
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps), limit
+    except (OSError, ValueError):
+        return None
+
+
+def trim_compiled_programs() -> bool:
+    """Drop JAX's compiled programs when this process's memory mappings near the kernel's limit. Each
+    program XLA compiles for the CPU holds about a thousand mappings; a process that compiles many
+    configurations (a sweep, a test session) would otherwise pass the limit and abort. Programs still
+    needed compile again (or load from the persistent cache). Returns whether they were dropped."""
+    counts = _map_counts()
+    if counts is None or counts[0] < MAPS_SHARE * counts[1]:
+        return False
+    jax.clear_caches()
+    return True

@@ -1,0 +1,49 @@
+"""JAX's persistent compilation cache, so that a new process reuses the programs an earlier one compiled.
+
+A learner compiles its programs the first time it sees a configuration (number of features, network
+shape, pool settings): seconds for NCTL. With the cache on, JAX stores every compiled program on disk
+under a key of the program and the machine, and a later process with the same configuration loads it
+instead of compiling. The command line turns it on for every command; library users call
+``enable_compilation_cache()`` once, before the first learner runs::
+
+    import nctl
+    nctl.enable_compilation_cache()          # ~/.cache/nctl/jax, or $NCTL_CACHE_DIR
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jax
+
+CACHE_ENV = "NCTL_CACHE_DIR"  # a folder, or "off" to leave the cache off in the command line
+MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a disk entry
+
+
+def default_cache_dir() -> Path:
+    """``$NCTL_CACHE_DIR``, else ``$XDG_CACHE_HOME/nctl/jax``, else ``~/.cache/nctl/jax``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nctl" / "jax"
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
+    """Store compiled programs in ``path`` (default ``default_cache_dir()``) and reuse them across
+    processes. Returns the folder. Safe to call more than once; several processes may share a folder."""
+    folder = Path(path).expanduser() if path is not None else default_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    return folder
+
+
+def cli_cache() -> Path | None:
+    """The command line's cache: on unless ``NCTL_CACHE_DIR=off``, and left to JAX where the user
+    already set ``JAX_COMPILATION_CACHE_DIR``."""
+    if os.environ.get(CACHE_ENV, "").lower() == "off" or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    try:
+        return enable_compilation_cache()
+    except OSError:  # a read-only home: run without the cache rather than fail
+        return None

@@ -1,0 +1,69 @@
+"""The persistent compilation cache: a second process loads what the first compiled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nctl import compilation
+
+SCRIPT = """
+import sys, numpy as np, jax, nctl
+hits = []
+jax.monitoring.register_event_listener(
+    lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
+nctl.enable_compilation_cache(sys.argv[1])
+X = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
+nctl.GLN(layer_sizes=(4, 1), context_bits=1).learn_many(X, (X[:, 0] > 0).astype(int))
+print(len(hits))
+"""
+
+
+def run_script(cache) -> int:
+    """Run the script in a new process; the number of programs it loaded from the cache."""
+    env = dict(os.environ)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(cache)], check=True, env=env, timeout=300,
+                          capture_output=True, text=True)
+    return int(done.stdout.split()[-1])
+
+
+def test_a_second_process_reuses_the_first_ones_programs(tmp_path):
+    cache = tmp_path / "cache"
+    assert run_script(cache) == 0
+    entries = sorted(p.name for p in cache.rglob("*") if p.is_file())
+    assert entries, "the first process stored no compiled program"
+    assert run_script(cache) >= 1, "the second process loaded nothing the first had stored"
+    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == entries
+
+
+def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("NCTL_CACHE_DIR", str(tmp_path / "mine"))
+    assert compilation.default_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("NCTL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
+
+
+@pytest.mark.parametrize("setting", ["off", "OFF"])
+def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
+    monkeypatch.setenv("NCTL_CACHE_DIR", setting)
+    assert compilation.cli_cache() is None
+
+
+def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    from nctl import _memory
+
+    if _memory._map_counts() is None:
+        pytest.skip("no /proc: the mapping limit is Linux's")
+    double = jax.jit(lambda x: 2 * x)
+    double(jnp.ones(3))
+    assert not _memory.trim_compiled_programs() and double._cache_size() == 1
+    monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)
+    assert _memory.trim_compiled_programs() and double._cache_size() == 0
