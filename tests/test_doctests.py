@@ -18,6 +18,7 @@ MODULES = [
     "nctl.evaluate.scores",
     "nctl.evaluate.seeds",
     "nctl.learners",
+    "nctl.params",
     "nctl.river",
     "nctl.sequence",
     "nctl.sklearn",

@@ -125,6 +125,7 @@ class NCTLClassifier(_Classifier):
         skip_threshold: float = NCTL.skip_threshold,
         joint_evidence: bool = NCTL.joint_evidence,
         eviction: str = NCTL.eviction,
+        trained_members: int | None = NCTL.trained_members,
         split_prob: float = NCTL.split_prob,
         n_classes: int = NCTL.n_classes,
         weight_init: str = NCTL.weight_init,
@@ -143,6 +144,7 @@ class NCTLClassifier(_Classifier):
         self.skip_threshold = skip_threshold
         self.joint_evidence = joint_evidence
         self.eviction = eviction
+        self.trained_members = trained_members
         self.split_prob = split_prob
         self.n_classes = n_classes
         self.weight_init = weight_init

@@ -159,6 +159,7 @@ class NCTLClassifier(_Classifier):
         skip_threshold: float = NCTL.skip_threshold,
         joint_evidence: bool = NCTL.joint_evidence,
         eviction: str = NCTL.eviction,
+        trained_members: int | None = NCTL.trained_members,
         split_prob: float = NCTL.split_prob,
         weight_init: str = NCTL.weight_init,
         prob_eps: float = NCTL.prob_eps,
@@ -176,6 +177,7 @@ class NCTLClassifier(_Classifier):
         self.skip_threshold = skip_threshold
         self.joint_evidence = joint_evidence
         self.eviction = eviction
+        self.trained_members = trained_members
         self.split_prob = split_prob
         self.weight_init = weight_init
         self.prob_eps = prob_eps

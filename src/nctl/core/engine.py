@@ -818,8 +818,16 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
                 state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
-    obs = jax.tree.map(lambda *parts: np.concatenate(parts), *observations) if observations else None
+    obs = jax.tree.map(_stack_observations, *observations) if observations else None
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
+
+
+def _stack_observations(*parts):
+    """Observations of successive runs in one array; runs before the engine grew are zero-padded to
+    the grown sizes (a deeper tree has more slots)."""
+    shape = np.max([part.shape[1:] for part in parts], axis=0)
+    return np.concatenate([np.pad(part, [(0, 0)] + [(0, s - n) for s, n in zip(shape, part.shape[1:])])
+                           for part in parts])
 
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):

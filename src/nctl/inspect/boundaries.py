@@ -72,6 +72,15 @@ class SegmentTrace(NamedTuple):
     start: np.ndarray  # [n, S] int: start step of each slot's segment
     mass: np.ndarray  # [n, layers, S] float: posterior of each slot (0 for dead slots)
 
+    @staticmethod
+    def concatenate(traces) -> "SegmentTrace":
+        """The traces of successive calls as one; slots a later call has (a tree grown deeper) are
+        dead (start 0, mass 0) in the earlier ones."""
+        slots = max(t.start.shape[1] for t in traces)
+        pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, slots - a.shape[-1])])
+        return SegmentTrace(np.concatenate([t.steps for t in traces]), np.concatenate([pad(t.start) for t in traces]),
+                            np.concatenate([pad(t.mass) for t in traces]))
+
     def map_start(self, layer: int = 0) -> np.ndarray:
         """[n] most probable start step of the current segment."""
         return np.take_along_axis(self.start, np.argmax(self.mass[:, layer], axis=1)[:, None], axis=1)[:, 0]

@@ -37,6 +37,12 @@ def _snapshot(learner, klass: int):
     return part(net.born, 1), part(net.in_pool, 1), part(net.events, 0)
 
 
+def _stack(snapshots) -> np.ndarray:
+    """Snapshots as one array; pool cells an engine grown later has are empty (zero) in earlier ones."""
+    shape = np.max([a.shape for a in snapshots], axis=0)
+    return np.stack([np.pad(a, [(0, s - n) for s, n in zip(shape, a.shape)]) for a in snapshots])
+
+
 def record(learner, X, y, klass: int = 0) -> PoolHistory:
     """Learn the rows of ``X``, ``y`` (``learn_many``) one chunk at a time, snapshotting the pools of
     class network ``klass`` before and after every chunk. The learner must stand at a chunk start."""
@@ -49,7 +55,7 @@ def record(learner, X, y, klass: int = 0) -> PoolHistory:
         learner.learn_many(X[a:a + P], y[a:a + P])
         steps.append(learner.t_)
         snaps.append(_snapshot(learner, klass))
-    born, valid, events = (tuple(np.stack(layer) for layer in zip(*part)) for part in zip(*snaps))
+    born, valid, events = (tuple(_stack(layer) for layer in zip(*part)) for part in zip(*snaps))
     return PoolHistory(np.asarray(steps), learner.pool_size, born, valid, events)
 
 
