@@ -14,7 +14,9 @@ writing each live weight row once at the machine's copy bandwidth.
 
 import argparse
 import json
+import platform
 import resource
+import subprocess
 import time
 
 import jax
@@ -25,6 +27,16 @@ import nctl
 from nctl.core import engine
 
 N_FEATURES, LAYERS, CONTEXT_BITS, POOL, DEPTH, STREAM = 784, (50, 25, 1), 4, 15, 16, 60_000
+
+
+def cpu_name() -> str:
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown"
 
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
@@ -102,7 +114,7 @@ def main() -> None:
     print(json.dumps({
         "config": {"features": N_FEATURES, "layers": LAYERS, "contexts": 2**CONTEXT_BITS, "pool": POOL, "depth": DEPTH,
                    "stream": STREAM},
-        "jax": jax.__version__, "device": str(jax.devices()[0]),
+        "jax": jax.__version__, "device": str(jax.devices()[0]), "cpu": cpu_name(),
         "gln_examples_per_s": round(gln, 1),
         "nctl_examples_per_s": round(result["examples_per_s"], 1),
         "nctl_step_ms": round(result["step_ms"], 3),
