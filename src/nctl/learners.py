@@ -137,8 +137,12 @@ class _OnlineLearner:
     def _check_fits(self, n_features: int) -> None:
         """MemoryError, before the state is created, when it would not fit in free memory."""
         if self.state_ is None:
-            _memory.check_fits(f"{type(self).__name__} with {n_features} features", self.state_bytes(n_features),
+            _memory.check_fits(f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features),
                                "lower context_bits, layer_sizes or pool_size, or use a machine with more memory")
+
+    def _first_state_bytes(self, n_features: int) -> int:
+        """Bytes of the state the first example creates."""
+        return self.state_bytes(n_features)
 
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
@@ -381,6 +385,9 @@ class NCTL(_OnlineLearner):
                                    tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows,
                                    engine.lean_arena_depth(cfg, 0))
         return cfg
+
+    def _first_state_bytes(self, n_features: int) -> int:
+        return self.state_bytes(n_features, n_steps=0)  # a growing tree's arenas grow later
 
     def state_bytes(self, n_features: int, n_steps: int | None = None) -> int:
         """Bytes of the largest state this learner reaches for ``n_features`` inputs on a stream of
