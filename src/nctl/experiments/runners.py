@@ -28,6 +28,7 @@ from nctl.baselines import (
     oracle_per_task,
     run_river,
 )
+from nctl.core.pool import EVENTS as POOL_EVENTS
 from nctl.evaluate import LOG_LOSS_EPS
 from nctl.experiments import configs
 from nctl.experiments.checkpoint import FileCheckpoint
@@ -190,7 +191,17 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
             }
         out["learners"][name] = {"variants": variants, "curve_steps": result.steps.tolist(), "seconds": seconds,
                                  "params": learner_params(name, exp, stream, seed)}
+        if hasattr(learner, "pool_events") and learner.state_ is not None:
+            out["learners"][name]["pool_events"] = pool_event_means(learner)
     return out
+
+
+def pool_event_means(learner) -> dict:
+    """Per layer (``layer1`` first): the pool events (docs/algorithm.md §4.5, §4.7) of one neuron over
+    the whole stream, averaged over the layer's neurons and the class networks."""
+    per_net = learner.pool_events()
+    return {f"layer{i + 1}": dict(zip(POOL_EVENTS, np.mean([net[i] for net in per_net], axis=(0, 1)).tolist()))
+            for i in range(len(per_net[0]))}
 
 
 def _log_losses(run: evaluate.PrequentialRun) -> np.ndarray:
