@@ -1,6 +1,6 @@
 """Diagnosis of the Elec2 gap: accuracy when each step is scored before versus after learning it.
 
-Our protocol (PROTOCOLS.md section 4) is test-then-train: the prediction for step t is made by the
+Our protocol (docs/protocols.md §4) is test-then-train: the prediction for step t is made by the
 state that has learned steps 0..t-1. Scoring the same step with the state that has already learned
 (x_t, y_t) leaks the label into its own prediction; on a stream whose label repeats 85% of the time a
 learner with a large step size then looks like a near-perfect tracker. This script measures both

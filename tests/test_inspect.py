@@ -69,7 +69,7 @@ def test_saliency_is_the_gradient_of_the_map_networks_output_logit(traced):
 
 def test_map_network_of_a_root_only_nctl_is_the_gln(stream):
     """With all prior mass on one segment and no pool, the MAP member of every neuron is the fresh GGM
-    trained from step 1: the plain GLN (ALGORITHMS.md 5.1)."""
+    trained from step 1: the plain GLN (docs/algorithm.md §5.1)."""
     X, y, _ = stream
     shared = dict(layer_sizes=(4, 2, 1), context_bits=2, learning_rate=0.1)
     learner = nctl.NCTL(**shared, pool_size=0, split_prob=0.0, depth=8)

@@ -277,7 +277,7 @@ def _padded_chunks(X, y, size):
 
 @dataclass(eq=False)
 class GLN(_OnlineLearner):
-    """A Gated Linear Network (ALGORITHMS.md 2): GGM neurons with half-space gating, each trained
+    """A Gated Linear Network (docs/algorithm.md §2): GGM neurons with half-space gating, each trained
     online on its own log loss."""
 
     layer_sizes: tuple = (50, 25, 1)

@@ -1,7 +1,7 @@
 """Reference online learners from the river library, run prequentially on a task stream.
 
 The models are configured as in river's published binary-classification benchmark (the source of
-the Elec2 anchors in PROTOCOLS.md): logistic regression and ALMA behind a ``StandardScaler``
+the Elec2 anchors in docs/protocols.md §4): logistic regression and ALMA behind a ``StandardScaler``
 (logistic regression with SGD, lr 0.005), Hoeffding Adaptive Tree, Adaptive Random Forest,
 Leveraging Bagging of Hoeffding Trees, and the no-change classifier. The random ones take ``seed``.
 river is imported only when a model is built, so ``nctl.baselines`` does not require it.

@@ -2,7 +2,7 @@
 
 Layer 0 is ``p_0 = sigma(z)``; every neuron of layer ``i`` mixes the previous layer's predictions
 (plus the bias ``sigma(1)``) with the weight row picked by its gating of ``z``; the last layer has
-one neuron (ALGORITHMS.md 2). Every neuron learns from the same target with the pre-update inputs of
+one neuron (docs/algorithm.md §2). Every neuron learns from the same target with the pre-update inputs of
 this step, so no back-propagation is needed. A network is written for one output and vmapped over
 a leading class axis for one-vs-all (``targets``).
 """

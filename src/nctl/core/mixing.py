@@ -63,8 +63,8 @@ def log_prob(q, x):
 def update(weights, logits, q, x, cfg: GGMConfig):
     """One projected gradient step: ``w <- clip(w - lr (q - x) u, -w_max, w_max)``.
 
-    ``q`` is the clipped prediction, so a saturated but wrong neuron still learns (ALGORITHMS.md
-    1.2). weights, logits: [K] float32.
+    ``q`` is the clipped prediction, so a saturated but wrong neuron still learns (docs/algorithm.md
+    §1.3). weights, logits: [K] float32.
     """
     step = jnp.float32(cfg.learning_rate) * (q - x.astype(jnp.float32))
     return jnp.clip(weights - step * logits, -cfg.max_weight, cfg.max_weight)

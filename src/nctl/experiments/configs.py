@@ -1,4 +1,4 @@
-"""One named, typed, frozen configuration per experiment of the paper (PROTOCOLS.md), plus the demo.
+"""One named, typed, frozen configuration per experiment of the paper (docs/protocols.md), plus the demo.
 
 A configuration says which stream, which learners, which evaluation protocol and which
 hyper-parameters; ``nctl run NAME --set key=value`` overrides any field (``nctl.pool_size=31`` sets

@@ -186,5 +186,5 @@ def markdown(results_list: Iterable[dict]) -> str:
         if per_task:
             lines += ["", *per_task]
     if anchors:
-        lines += ["", "Anchors (PROTOCOLS.md; accuracies in %):", *anchors]
+        lines += ["", "Anchors (docs/protocols.md; accuracies in %):", *anchors]
     return "\n".join(lines) + "\n"

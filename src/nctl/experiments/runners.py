@@ -69,7 +69,7 @@ def truncate(stream: TaskStream, max_steps: int | None) -> TaskStream:
 
 
 def tree_depth(n_steps: int) -> int:
-    """``D = ceil(log2 n)``: the smallest tree that covers the stream (ALGORITHMS.md 5.3)."""
+    """``D = ceil(log2 n)``: the smallest tree that covers the stream (docs/algorithm.md §3.4)."""
     return max(1, math.ceil(math.log2(max(n_steps, 2))))
 
 
@@ -155,7 +155,7 @@ def check_memory(name: str, learner, n_features: int, adapt: bool) -> None:
 
 def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | None = None,
                     progress: StepProgress | None = None) -> dict:
-    """Train through the task stream; fill the accuracy matrix R per variant (PROTOCOLS.md 1, 2).
+    """Train through the task stream; fill the accuracy matrix R per variant (docs/protocols.md §1, §2).
 
     With ``checkpoints`` (a folder), each learner that can be saved (GLN, NCTL) is saved at every task
     end in its own subfolder and an interrupted run resumes there (its wall time then counts every
@@ -264,13 +264,13 @@ def _transfer_curves(exp: Experiment, seed: int, data_dir, build) -> dict:
 
 
 def run_backward(exp: Experiment, seed: int, data_dir) -> dict:
-    """Task A, N distractor tasks, A again: how fast is A's solution recovered? (PROTOCOLS.md 3)"""
+    """Task A, N distractor tasks, A again: how fast is A's solution recovered? (docs/protocols.md §3)"""
     return _transfer_curves(exp, seed, data_dir,
                             lambda n: make_stream(exp, seed, data_dir, n_distractors=n))
 
 
 def run_forward(exp: Experiment, seed: int, data_dir) -> dict:
-    """N source tasks, then a held-out target: does learning it get faster with N? (PROTOCOLS.md 3)"""
+    """N source tasks, then a held-out target: does learning it get faster with N? (docs/protocols.md §3)"""
     return _transfer_curves(exp, seed, data_dir, lambda n: make_stream(exp, seed, data_dir, n_sources=n))
 
 

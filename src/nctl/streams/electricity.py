@@ -1,4 +1,4 @@
-"""Electricity (Elec2) as a single-task stream in temporal order (PROTOCOLS.md section 4)."""
+"""Electricity (Elec2) as a single-task stream in temporal order (docs/protocols.md §4)."""
 
 from __future__ import annotations
 

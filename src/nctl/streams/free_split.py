@@ -1,4 +1,4 @@
-"""Free Split MNIST and its transfer constructions (NCTL section 5.1, PROTOCOLS.md section 3).
+"""Free Split MNIST and its transfer constructions (NCTL section 5.1, docs/protocols.md §3).
 
 45 tasks, one per digit pair a < b (a -> 0, b -> 1), indexed in ``FREE_SPLIT_PAIRS`` order. Every
 segment lasts ``100 + X`` steps with ``X ~ Geometric(0.01)`` on {1, 2, ...} (mean 200), and each

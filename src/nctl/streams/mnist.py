@@ -1,4 +1,4 @@
-"""Whole MNIST as one 10-class task: the GLN substrate check (PROTOCOLS.md section 5)."""
+"""Whole MNIST as one 10-class task: the GLN substrate check (docs/protocols.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Domain-incremental Permuted MNIST (PROTOCOLS.md section 2)."""
+"""Domain-incremental Permuted MNIST (docs/protocols.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Domain-incremental Split MNIST / Split Fashion-MNIST (PROTOCOLS.md section 1)."""
+"""Domain-incremental Split MNIST / Split Fashion-MNIST (docs/protocols.md §1)."""
 
 from __future__ import annotations
 
