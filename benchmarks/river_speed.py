@@ -14,8 +14,6 @@ the first-example latency of a process that compiles and of one that loads.
 
 import argparse
 import json
-import platform
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,17 +22,8 @@ from river import evaluate, forest, metrics, preprocessing, tree
 from nctl import enable_compilation_cache
 from nctl.data.location import resolve_data_dir
 from nctl.data.elec2 import read_elec2
+from nctl.experiments.run import cpu_name
 from nctl.river import NCTLClassifier
-
-
-def cpu_name() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
 
 
 def elec2_rows(data_dir: str | None, rows: int):

@@ -14,9 +14,7 @@ writing each live weight row once at the machine's copy bandwidth.
 
 import argparse
 import json
-import platform
 import resource
-import subprocess
 import time
 
 import jax
@@ -25,18 +23,9 @@ import numpy as np
 
 import nctl
 from nctl.core import engine
+from nctl.experiments.run import cpu_name
 
 N_FEATURES, LAYERS, CONTEXT_BITS, POOL, DEPTH, STREAM = 784, (50, 25, 1), 4, 15, 16, 60_000
-
-
-def cpu_name() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
 
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:

@@ -47,13 +47,27 @@ RESULTS = "results.json"
 LOCK = ".lock"  # in the experiment's folder: held while a results file is rebuilt
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, as ``lscpu`` shows it), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def versions() -> dict:
+    """Package versions and the machine, stored with every result (timings differ between CPUs)."""
     import jax
 
     import nctl
 
     return {"nctl": nctl.__version__, "jax": jax.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "platform": platform.platform(), "device": str(jax.devices()[0])}
+            "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_name(),
+            "device": str(jax.devices()[0])}
 
 
 def config_hash(exp: Experiment) -> str:
