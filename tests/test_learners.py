@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import nctl
+from nctl.core import engine
 from nctl.streams import synthetic
 
 SMALL = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05)
@@ -169,3 +170,19 @@ def test_state_bytes_is_the_size_of_the_state_the_learner_then_creates(make):
     learner.learn_one(np.zeros(7, np.float32), 1)
     assert predicted == sum(leaf.nbytes for leaf in jax.tree.leaves(learner.state_))
     assert make().state_bytes(14) > predicted  # more inputs, bigger first-layer weights
+
+
+def test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones(monkeypatch):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 3)).astype(np.float32)
+    y = (X[:, 0] * np.sign(np.arange(300) % 100 - 50) > 0).astype(int)
+    settings = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=4)
+    full = nctl.NCTL(**settings)
+    expected = full.learn_many(X, y)
+    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    lean = nctl.NCTL(**settings)
+    first = lean.learn_many(X[:10], y[:10])
+    start_depth = lean.cfg_.arena_depth
+    rest = lean.learn_many(X[10:], y[10:])
+    assert start_depth < lean.cfg_.arena_depth < full.cfg_.arena_depth == full.cfg_.max_depth
+    np.testing.assert_array_equal(np.concatenate([first, rest]), expected)

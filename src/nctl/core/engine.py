@@ -796,11 +796,10 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
     observations)``; the configuration changes when the state had to grow (a longer stream than
     ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
     probs, observations, a = [], [], 0
+    t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
-        if cfg.arena_depth < cfg.max_depth:  # a growing tree: block arenas for the next P steps
-            wanted = tree.depth_for(int(state.schedule.t) + cfg.chunk)
-            if wanted > cfg.arena_depth:
-                state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, int(state.schedule.t))))
+        if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
+            state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
         n = min(LEARN_BLOCK, X.shape[0] - a)
         Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
         Z[:n] = X[a:a + n]
@@ -812,22 +811,22 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
         if observe is not None:
             observations.append(jax.tree.map(lambda o: np.asarray(o[:done]), obs))
         a += done
+        t = None if t is None else t + done
         if bool(due):
             state = boundary(state, cfg)
             if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
                 state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
-    obs = jax.tree.map(_stack_observations, *observations) if observations else None
+    obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
 
 
-def _stack_observations(*parts):
-    """Observations of successive runs in one array; runs before the engine grew are zero-padded to
-    the grown sizes (a deeper tree has more slots)."""
+def pad_to_grown(parts) -> list:
+    """Host arrays taken before and after the engine grew (more slots, more pool cells), zero-padded on
+    every axis but the first to their largest sizes, so that they concatenate."""
     shape = np.max([part.shape[1:] for part in parts], axis=0)
-    return np.concatenate([np.pad(part, [(0, 0)] + [(0, s - n) for s, n in zip(shape, part.shape[1:])])
-                           for part in parts])
+    return [np.pad(part, [(0, 0)] + [(0, s - n) for s, n in zip(shape, part.shape[1:])]) for part in parts]
 
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):

@@ -76,10 +76,8 @@ class SegmentTrace(NamedTuple):
     def concatenate(traces) -> "SegmentTrace":
         """The traces of successive calls as one; slots a later call has (a tree grown deeper) are
         dead (start 0, mass 0) in the earlier ones."""
-        slots = max(t.start.shape[1] for t in traces)
-        pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, slots - a.shape[-1])])
-        return SegmentTrace(np.concatenate([t.steps for t in traces]), np.concatenate([pad(t.start) for t in traces]),
-                            np.concatenate([pad(t.mass) for t in traces]))
+        joined = (np.concatenate(engine.pad_to_grown(parts)) for parts in zip(*traces))
+        return SegmentTrace(*joined)
 
     def map_start(self, layer: int = 0) -> np.ndarray:
         """[n] most probable start step of the current segment."""

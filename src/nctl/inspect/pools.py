@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nctl.core import engine
 from nctl.core.pool import EVENTS as POOL_EVENTS
 
 
@@ -25,8 +26,8 @@ class PoolHistory(NamedTuple):
 
     steps: np.ndarray  # [r] steps learned at each snapshot
     capacity: int  # k: states a pool holds between steps
-    born: tuple  # per layer [r, k, N] int32
-    valid: tuple  # per layer [r, k, N] bool
+    born: tuple  # per layer [r, E, N] int32 (E = k + X pool cells, docs/algorithm.md §6.3)
+    valid: tuple  # per layer [r, E, N] bool
     events: tuple  # per layer [r, N, len(POOL_EVENTS)] int32, cumulative
 
 
@@ -35,12 +36,6 @@ def _snapshot(learner, klass: int):
     part = lambda a, axis: [np.take(np.asarray(a[klass]), range(s.offset, s.offset + s.neurons), axis=axis)
                             for s in layers]
     return part(net.born, 1), part(net.in_pool, 1), part(net.events, 0)
-
-
-def _stack(snapshots) -> np.ndarray:
-    """Snapshots as one array; pool cells an engine grown later has are empty (zero) in earlier ones."""
-    shape = np.max([a.shape for a in snapshots], axis=0)
-    return np.stack([np.pad(a, [(0, s - n) for s, n in zip(shape, a.shape)]) for a in snapshots])
 
 
 def record(learner, X, y, klass: int = 0) -> PoolHistory:
@@ -55,7 +50,9 @@ def record(learner, X, y, klass: int = 0) -> PoolHistory:
         learner.learn_many(X[a:a + P], y[a:a + P])
         steps.append(learner.t_)
         snaps.append(_snapshot(learner, klass))
-    born, valid, events = (tuple(_stack(layer) for layer in zip(*part)) for part in zip(*snaps))
+    # pool cells an engine grown later has are empty (zero) in earlier snapshots
+    stack = lambda layer: np.concatenate(engine.pad_to_grown([a[None] for a in layer]))
+    born, valid, events = (tuple(stack(layer) for layer in zip(*part)) for part in zip(*snaps))
     return PoolHistory(np.asarray(steps), learner.pool_size, born, valid, events)
 
 
