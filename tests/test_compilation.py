@@ -16,6 +16,7 @@ hits = []
 jax.monitoring.register_event_listener(
     lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
 nctl.enable_compilation_cache(sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # also store programs a fast CPU compiles quickly
 X = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
 nctl.GLN(layer_sizes=(4, 1), context_bits=1).learn_many(X, (X[:, 0] > 0).astype(int))
 print(len(hits))

@@ -357,8 +357,8 @@ def reserve_records(state: State, cfg: EngineConfig) -> State:
         used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
         held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
         def copied_lineages(held):
-            used = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
-            return held.at[jnp.where(used, net.slot_lineage, rows)].set(True, mode="drop")
+            copied = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
+            return held.at[jnp.where(copied, net.slot_lineage, rows)].set(True, mode="drop")
 
         return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
 
