@@ -22,8 +22,8 @@ MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not wort
 
 
 def default_cache_dir() -> Path:
-    """``$NCTL_CACHE_DIR``, else ``$XDG_CACHE_HOME/nctl/jax``, else ``~/.cache/nctl/jax``."""
-    if os.environ.get(CACHE_ENV):
+    """``$NCTL_CACHE_DIR`` (unless ``off``), else ``$XDG_CACHE_HOME/nctl/jax``, else ``~/.cache/nctl/jax``."""
+    if os.environ.get(CACHE_ENV, "").lower() not in ("", "off"):
         return Path(os.environ[CACHE_ENV]).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nctl" / "jax"
 

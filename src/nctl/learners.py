@@ -89,9 +89,8 @@ class _OnlineLearner:
 
     def state_bytes(self, n_features: int) -> int:
         """Bytes of the state this learner creates for ``n_features`` inputs, from its shapes alone
-        (nothing is allocated); an NCTL with ``depth=None`` outgrows it as its tree deepens."""
-        shapes = jax.eval_shape(partial(self._fresh_state, n_features))
-        return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+        (nothing is allocated)."""
+        return _bytes_of(partial(self._fresh_state, n_features))
 
     def _ensure_state(self, n_features: int) -> None:
         if self.state_ is None:
@@ -201,6 +200,11 @@ def _jsonable(params: dict) -> dict:
 
 # what reading a damaged, truncated or foreign file raises
 UNREADABLE_SAVE = (ValueError, KeyError, TypeError, AttributeError, EOFError, OSError, zipfile.BadZipFile)
+
+
+def _bytes_of(make_state) -> int:
+    """Bytes of the state ``make_state()`` would create, from its shapes alone."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(jax.eval_shape(make_state)))
 
 
 def load(path):
@@ -396,8 +400,7 @@ class NCTL(_OnlineLearner):
         cfg = self.engine_config(n_features, full=True)
         if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
             cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
-        shapes = jax.eval_shape(partial(self._fresh_state, n_features, cfg))
-        return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+        return _bytes_of(partial(self._fresh_state, n_features, cfg))
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
