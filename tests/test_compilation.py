@@ -47,6 +47,8 @@ def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("NCTL_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
+    monkeypatch.setenv("NCTL_CACHE_DIR", "off")  # off for the command line is no folder for the library
+    assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
 
 
 @pytest.mark.parametrize("setting", ["off", "OFF"])
