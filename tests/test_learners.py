@@ -1,5 +1,7 @@
 """The object API: equivalences, persistence, input checking and behaviour of GLN and NCTL."""
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -69,6 +71,28 @@ def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
     with pytest.raises(ValueError, match="array 0 has shape"):
         nctl.load(tmp_path / "cut.npz")
 
+
+
+def test_a_format_3_save_with_flat_blocks_loads_and_continues_exactly(tmp_path):
+    X, y = stream_arrays(60)
+    model = nctl.NCTL(**SMALL_NCTL)
+    model.learn_many(X[:30], y[:30])
+    model.save(tmp_path / "model.npz")
+    with np.load(tmp_path / "model.npz") as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    blocks = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(model.state_)]
+    flattened = 0
+    for i, path in enumerate(blocks):
+        if ".blocks[" in path:  # format 3 kept each block's W lanes as one row of W * width
+            a = arrays[f"leaf_{i}"]
+            arrays[f"leaf_{i}"] = a.reshape(a.shape[:-2] + (-1,))
+            flattened += 1
+    assert flattened == len(SMALL["layer_sizes"])
+    meta["format"] = 3
+    np.savez(tmp_path / "old.npz", meta=np.array(json.dumps(meta)), **arrays)
+    old = nctl.load(tmp_path / "old.npz")
+    np.testing.assert_array_equal(old.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
 
 @pytest.mark.parametrize("make, n_classes", LEARNERS)
 def test_contract_valid_probabilities_seeded_and_inputs_untouched(make, n_classes):

@@ -34,8 +34,8 @@ from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows
 
-SAVE_FORMAT = 3  # version of the save file layout (3: the v2 NCTL engine; GLN states are unchanged since 2)
-READABLE_FORMATS = {"GLN": (2, 3), "NCTL": (3,)}
+SAVE_FORMAT = 4  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width])
+READABLE_FORMATS = {"GLN": (2, 3, 4), "NCTL": (3, 4)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -242,6 +242,8 @@ def _restore(path):
         leaves = []
         for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
             got = data[f"leaf_{i}"]
+            if meta["format"] == 3 and got.ndim + 1 == len(want.shape) and got.size == want.size:
+                got = got.reshape(want.shape)  # format 3 stored each block's lanes as one flat row
             if want.shape != got.shape or want.dtype != got.dtype:
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             leaves.append(jnp.asarray(got))

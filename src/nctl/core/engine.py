@@ -17,7 +17,7 @@ record arena or the tree needs room.
 
 Layout (§6): neurons of all layers sit side by side in every per-neuron array (``N`` in all); each
 layer keeps its pool entries as ``pool_rows [N_i, C, E, width]`` and its slots' trained rows as
-``blocks [A_i, W * width]``, one block (the ``W`` lanes' rows, contiguous) per (slot, neuron, context)
+``blocks [A_i, W, width]``, one block (the ``W`` lanes' rows, contiguous) per (slot, neuron, context)
 the slot's segment has visited.
 A step first fills the rows it is about to train for the first time from their sources (compacted,
 ``fill_blocks``), then reads and writes whole blocks.
@@ -201,7 +201,7 @@ class Net(NamedTuple):
     lane_since: jax.Array | None  # [S, N, W] int32: step at which the lane's member took it
     # per layer
     pool_rows: tuple  # of [N_i, C, E, width]: the stored states
-    blocks: tuple  # of [A_i, W * width]: the slots' trained rows, one block per row
+    blocks: tuple  # of [A_i, W, width]: the slots' trained rows, one block per (slot, neuron, context)
     stamps: tuple | None  # of [A_i, W] int32: step each block row was filled (bounded mode)
     free: tuple  # of [A_i] int32: stack of free blocks
     n_free: jax.Array  # [layers] int32
@@ -312,7 +312,7 @@ def _init_net(cfg: EngineConfig, key, initial_pool) -> Net:
         lanes=jnp.full((S, N, W), -1, jnp.int32) if bounded else None,
         lane_since=jnp.zeros((S, N, W), jnp.int32) if bounded else None,
         pool_rows=tuple(pool_rows),
-        blocks=tuple(jnp.zeros((s.blocks, W * s.width), cfg.rows.dtype) for s in cfg.layers),
+        blocks=tuple(jnp.zeros((s.blocks, W, s.width), cfg.rows.dtype) for s in cfg.layers),
         stamps=tuple(jnp.full((s.blocks, W), -1, jnp.int32) for s in cfg.layers) if bounded else None,
         free=tuple(jnp.arange(s.blocks, dtype=jnp.int32)[::-1] for s in cfg.layers),
         n_free=jnp.array([s.blocks for s in cfg.layers], jnp.int32),
@@ -430,7 +430,7 @@ def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
     shape = cfg.layers[layer]
     block = net.block_of[slot, shape.offset + neuron, context]
     lane, owns = _lane(net, layer, cfg, slot, member, neuron, block)
-    trained = net.blocks[layer].reshape(-1, shape.width)[jnp.maximum(block, 0) * cfg.pool.lanes + lane]
+    trained = net.blocks[layer][jnp.maximum(block, 0), lane]
     return jnp.where(owns[..., None], trained, source_weights(net, layer, cfg, slot, member, neuron, context))
 
 
@@ -522,7 +522,7 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
         rows = source_weights(net, layer, cfg, slot[i][:, None], member, neuron[i][:, None], context[i][:, None])
         dest = unique_or_drop(block[i][:, None] * W + jnp.arange(W), lanes, shape.blocks * W)
         blocks = net.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
-            rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W * shape.width)
+            rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W, shape.width)
         net = net._replace(blocks=_put(net.blocks, layer, blocks))
         if cfg.pool.bounded:
             stamps = net.stamps[layer].reshape(-1).at[dest.reshape(-1)].set(step, mode="drop", unique_indices=True)
@@ -578,16 +578,16 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         stale = live[:, None, None] & (member >= 0) & ~current
         net = fill_blocks(net, layer, cfg, positions, neurons, contexts, block, stale, sched.t)
 
-    blocks = net.blocks[layer]  # gathers and scatters move whole blocks
+    blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
     read = jnp.where(live[:, None], block, 0)
     write = unique_or_drop(block, live[:, None], shape.blocks)
 
     def train(blocks, index, write_index):
-        rows = blocks[index].reshape(index.shape + (W, shape.width))
+        rows = blocks[index]
         q = cfg.rows.predict(rows, u)
         if not learn:
             return blocks, q
-        new = cfg.rows.update(rows, u, q, x).reshape(index.shape + (W * shape.width,))
+        new = cfg.rows.update(rows, u, q, x)
         return blocks.at[write_index].set(new, mode="drop", unique_indices=True), q
 
     if shape.vectorised:
