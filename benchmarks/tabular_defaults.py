@@ -12,7 +12,7 @@ The evidence behind the defaults of ``nctl.river.NCTLClassifier`` and ``nctl.skl
 * ``synthetic``: nctl's recurring half-space concepts (``nctl.streams.synthetic``).
 
     python benchmarks/tabular_defaults.py [--rows 5000] [--block 500] [--data-dir DIR] [--cache DIR]
-                                          [--candidates '{"name": {"learning_rate": 0.1}, ...}']
+                                          [--candidates '{"name": {"learning_rate": 0.1}, ...}'] [--streams a,b]
 """
 
 import argparse
@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--cache", default=None, help="a persistent compilation cache folder")
     parser.add_argument("--candidates", default=None, help="JSON {name: NCTLClassifier parameters}")
+    parser.add_argument("--streams", default=None, help="comma-separated stream names (default: all)")
     args = parser.parse_args()
     if args.cache:
         enable_compilation_cache(args.cache)
@@ -96,13 +97,17 @@ def main() -> None:
                                                         for k, v in p.items()}))
               for name, params in candidates.items()}
     models.update({
+        "gln lr 0.001 (50-25-1)": lambda: GLNClassifier(learning_rate=0.001),
         "gln lr 0.1 (50-25-1)": lambda: GLNClassifier(learning_rate=0.1),
         "river ARF": lambda: forest.ARFClassifier(seed=0),
         "river HAT": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=0),
         "river logistic regression": linear_model.LogisticRegression,
     })
     results = {}
-    for stream_name, stream in streams(args.rows, args.block, args.data_dir).items():
+    chosen = streams(args.rows, args.block, args.data_dir)
+    if args.streams:
+        chosen = {name: chosen[name] for name in args.streams.split(",")}
+    for stream_name, stream in chosen.items():
         results[stream_name] = {name: score(make, stream) for name, make in models.items()}
         print(json.dumps({stream_name: results[stream_name]}), flush=True)
     mean = {name: round(float(np.mean([results[s][name]["accuracy"] for s in results])), 2) for name in models}

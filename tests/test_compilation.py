@@ -70,3 +70,21 @@ def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
     assert not _memory.trim_compiled_programs() and double._cache_size() == 1
     monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)
     assert _memory.trim_compiled_programs() and double._cache_size() == 0
+
+
+def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_learns(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import nctl
+    from nctl import _memory
+
+    if _memory._map_counts() is None:
+        pytest.skip("no /proc: the mapping limit is Linux's")
+    double = jax.jit(lambda x: 2 * x)
+    double(jnp.ones(3))
+    monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)  # as if this process were at the limit
+    model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
+    p = model.learn_many(np.ones((3, 2), np.float32), np.array([1, 1, 1]))
+    assert double._cache_size() == 0 and np.all(np.isfinite(p)) and model.t_ == 3

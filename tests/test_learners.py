@@ -210,3 +210,21 @@ def test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones(monkeypatch
     rest = lean.learn_many(X[10:], y[10:])
     assert start_depth < lean.cfg_.arena_depth < full.cfg_.arena_depth == full.cfg_.max_depth
     np.testing.assert_array_equal(np.concatenate([first, rest]), expected)
+
+
+def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overrides():
+    from nctl.experiments import configs
+
+    split = nctl.NCTL.paper_split_mnist(seed=3)
+    assert (split.layer_sizes, split.context_bits, split.learning_rate) == ((50, 25, 1), 4, 1e-3)
+    assert (split.eviction, split.pool_size, split.min_segment, split.seed) == ("fifo", 15, 32, 3)
+    permuted = nctl.NCTL.paper_permuted_mnist()
+    assert (permuted.layer_sizes, permuted.context_bits, permuted.n_classes) == ((10, 5, 1), 6, 10)
+    assert nctl.NCTL.paper_electricity().learning_rate == 0.1
+    for preset, experiment in [("split_mnist", "split-mnist"), ("permuted_mnist", "permuted-mnist"),
+                               ("electricity", "elec2-5")]:
+        assert dict(configs.get(experiment).network) == dict(nctl.learners.PAPER_NETWORKS[preset])
+    tabular = nctl.NCTL.tabular(seed=1)
+    assert all(getattr(tabular, name) == value for name, value in nctl.learners.TABULAR.items())
+    with pytest.raises(ValueError, match="learning_rate"):
+        nctl.NCTL.tabular(learning_rate=-1.0)

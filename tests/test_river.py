@@ -1,7 +1,6 @@
 """The river classifiers: prequential accuracy in river pipelines, parity with the learners, dict and
 label handling, clone."""
 
-import dataclasses
 import inspect
 import math
 import subprocess
@@ -63,10 +62,11 @@ def test_predictions_equal_the_learners():
 
 
 def test_constructor_mirrors_the_learner():
-    for wrapper, learner in [(NCTLClassifier, nctl.NCTL), (GLNClassifier, nctl.GLN)]:
+    for wrapper, learner in [(NCTLClassifier, nctl.NCTL.tabular()), (GLNClassifier, nctl.GLN.tabular())]:
         defaults = {name: p.default for name, p in inspect.signature(wrapper).parameters.items()}
-        assert defaults == {f.name: f.default for f in dataclasses.fields(learner)}
+        assert defaults == learner.params()  # the learner's tabular preset
         assert wrapper()._get_params() == defaults
+    assert NCTLClassifier()._learner.learning_rate == 0.1 != nctl.NCTL().learning_rate
     with pytest.raises(ValueError, match="n_classes"):
         GLNClassifier(n_classes=1)
 

@@ -1,7 +1,6 @@
 """The scikit-learn classifiers: scikit-learn's estimator checks, parity with the learners, stream order
 across fit and partial_fit, label handling."""
 
-import dataclasses
 import inspect
 import subprocess
 import sys
@@ -101,10 +100,10 @@ def test_partial_fit_refuses_what_it_cannot_learn():
 
 
 def test_constructor_mirrors_the_learner_but_n_classes():
-    for wrapper, learner in [(GLNClassifier, nctl.GLN), (NCTLClassifier, nctl.NCTL)]:
+    for wrapper, learner in [(GLNClassifier, nctl.GLN.tabular()), (NCTLClassifier, nctl.NCTL.tabular())]:
         defaults = {name: p.default for name, p in inspect.signature(wrapper).parameters.items()}
-        fields = {f.name: f.default for f in dataclasses.fields(learner) if f.name != "n_classes"}
-        assert defaults == fields and wrapper().get_params() == defaults
+        preset = {name: value for name, value in learner.params().items() if name != "n_classes"}
+        assert defaults == preset and wrapper().get_params() == defaults
 
 
 def test_import_nctl_does_not_import_sklearn():

@@ -23,6 +23,7 @@ import os
 import zipfile
 from dataclasses import asdict, dataclass
 from functools import partial
+from types import MappingProxyType
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,18 @@ from nctl.core import engine, gln, mixing, tree
 from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows
+
+# The paper's networks (docs/protocols.md): the experiments of nctl.experiments.configs and the presets
+# NCTL.paper_split_mnist() etc. are built from them. The object API's own defaults are the Split MNIST one.
+PAPER_NETWORKS = MappingProxyType({
+    "split_mnist": MappingProxyType({"layer_sizes": (50, 25, 1), "context_bits": 4, "learning_rate": 1e-3}),
+    "permuted_mnist": MappingProxyType({"layer_sizes": (10, 5, 1), "context_bits": 6, "learning_rate": 1e-3}),
+    "electricity": MappingProxyType({"layer_sizes": (50, 25, 1), "context_bits": 4, "learning_rate": 0.1}),
+})
+# Defaults for tabular streams, chosen by benchmarks/tabular_defaults.py (docs/guide-river.md,
+# "Defaults"): the river and scikit-learn adapters start from them.
+TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2})
+GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
 
 SAVE_FORMAT = 4  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width])
 READABLE_FORMATS = {"GLN": (2, 3, 4), "NCTL": (3, 4)}
@@ -94,6 +107,7 @@ class _OnlineLearner:
 
     def _ensure_state(self, n_features: int) -> None:
         if self.state_ is None:
+            _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             self.n_features_ = n_features
             self.state_ = self._init_state(n_features)
 
@@ -295,6 +309,12 @@ class GLN(_OnlineLearner):
     max_weight: float = mixing.MAX_WEIGHT
     seed: int = 0
 
+    @classmethod
+    def tabular(cls, **overrides) -> "GLN":
+        """The defaults of the river and scikit-learn adapters (``GLN_TABULAR``), measured on tabular
+        streams (docs/guide-river.md, "Defaults")."""
+        return cls(**{**GLN_TABULAR, **overrides})
+
     def __post_init__(self) -> None:
         check_fields(self, GLN_RULES)
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
@@ -342,6 +362,10 @@ class NCTL(_OnlineLearner):
     served by ``depth = ceil(log2 n)``. ``split_prob = 0`` puts all prior mass on one segment, which
     makes NCTL a GLN. ``trained_members = B`` trains only the ``B`` most probable members of every
     node (bounded mode, §5.3; ``None``: exact NCTL).
+
+    The defaults are the paper's Split MNIST network (50-25-1, 16 contexts, learning rate 0.001) with
+    the paper's FIFO pool; ``NCTL.tabular()`` gives the settings measured for tabular streams (the
+    river and scikit-learn adapters' defaults) and ``NCTL.paper_*()`` the paper's other experiments.
     """
 
     layer_sizes: tuple = (50, 25, 1)
@@ -370,6 +394,34 @@ class NCTL(_OnlineLearner):
         self._pool_config()
         tree.tree_prior(self.split_prob)
         super().__post_init__()
+
+    # -- presets
+
+    @classmethod
+    def paper_split_mnist(cls, **overrides) -> "NCTL":
+        """The paper's Split MNIST learner (docs/protocols.md §1): 50-25-1, 16 contexts, learning rate
+        0.001; the pool rules the paper states (FIFO) with its silent choices at their defaults (k = 15,
+        L_min = 32, docs/algorithm.md); ``overrides`` change any parameter."""
+        return cls(**{**PAPER_NETWORKS["split_mnist"], "pool_size": 15, "eviction": "fifo", "min_segment": 32,
+                      **overrides})
+
+    @classmethod
+    def paper_permuted_mnist(cls, **overrides) -> "NCTL":
+        """The paper's Permuted MNIST learner (docs/protocols.md §2): ten one-vs-all 10-5-1 networks,
+        64 contexts, learning rate 0.001, the same pool as ``paper_split_mnist``."""
+        return cls(**{**PAPER_NETWORKS["permuted_mnist"], "n_classes": 10, "pool_size": 15, "eviction": "fifo",
+                      "min_segment": 32, **overrides})
+
+    @classmethod
+    def paper_electricity(cls, **overrides) -> "NCTL":
+        """The paper's Electricity learner (docs/protocols.md §4): 50-25-1, 16 contexts, learning rate 0.1."""
+        return cls(**{**PAPER_NETWORKS["electricity"], **overrides})
+
+    @classmethod
+    def tabular(cls, **overrides) -> "NCTL":
+        """The defaults of the river and scikit-learn adapters (``TABULAR``), measured on tabular
+        streams against river's learners (docs/guide-river.md, "Defaults")."""
+        return cls(**{**TABULAR, **overrides})
 
     def _pool_config(self) -> PoolConfig:
         return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),

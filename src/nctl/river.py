@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 from river import base
 
-from nctl.learners import GLN, NCTL
+from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
 
 BINARY_LABELS = (False, True)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the learners keep features in float32
@@ -96,17 +96,17 @@ class _Classifier(base.Classifier):
 
 
 class NCTLClassifier(_Classifier):
-    """NCTL (``nctl.NCTL``) as a river classifier; the parameters and defaults are the learner's.
+    """NCTL (``nctl.NCTL``) as a river classifier; the parameters are the learner's, and so are the
+    defaults but three: ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``
+    (``nctl.learners.TABULAR``, chosen on six tabular streams against river's learners: docs/guide-river.md,
+    "Defaults"). ``nctl.NCTL``'s own defaults are the paper's Split MNIST network.
 
-    With ``depth=None`` the tree grows with the stream, so the stream may have any length (each
-    growth, near steps 32, 512, 8192, ..., costs one recompilation); for a stream of known length
-    ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start. Tabular streams learn much faster
-    with ``learning_rate=0.1`` than with the default 1e-3 (first 2,000 Elec2 rows: 91% accuracy
-    against 76%).
+    With ``depth=None`` the tree grows with the stream, so the stream may have any length; for a stream
+    of known length ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start.
 
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from nctl.river import NCTLClassifier
-    >>> model = preprocessing.StandardScaler() | NCTLClassifier(learning_rate=0.1)
+    >>> model = preprocessing.StandardScaler() | NCTLClassifier()
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
     """
 
@@ -114,9 +114,9 @@ class NCTLClassifier(_Classifier):
 
     def __init__(
         self,
-        layer_sizes: tuple = NCTL.layer_sizes,
-        context_bits: int = NCTL.context_bits,
-        learning_rate: float = NCTL.learning_rate,
+        layer_sizes: tuple = TABULAR["layer_sizes"],
+        context_bits: int = TABULAR["context_bits"],
+        learning_rate: float = TABULAR["learning_rate"],
         pool_size: int = NCTL.pool_size,
         depth: int | None = NCTL.depth,
         min_segment: int = NCTL.min_segment,
@@ -156,11 +156,12 @@ class NCTLClassifier(_Classifier):
 
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a river classifier; the parameters and defaults are
-    the learner's.
+    the learner's but ``learning_rate=0.1`` (``nctl.learners.GLN_TABULAR``; docs/guide-river.md,
+    "Defaults").
 
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from nctl.river import GLNClassifier
-    >>> model = preprocessing.StandardScaler() | GLNClassifier(learning_rate=0.1)
+    >>> model = preprocessing.StandardScaler() | GLNClassifier()
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
     """
 
@@ -170,7 +171,7 @@ class GLNClassifier(_Classifier):
         self,
         layer_sizes: tuple = GLN.layer_sizes,
         context_bits: int = GLN.context_bits,
-        learning_rate: float = GLN.learning_rate,
+        learning_rate: float = GLN_TABULAR["learning_rate"],
         n_classes: int = GLN.n_classes,
         weight_init: str = GLN.weight_init,
         prob_eps: float = GLN.prob_eps,

@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from nctl.learners import GLN, NCTL
+from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
 
 FEATURE_DTYPES = (np.float32, np.float64)  # other numeric inputs become float32, the learners' dtype
 
@@ -90,7 +90,8 @@ class _Classifier(ClassifierMixin, BaseEstimator):
 
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a scikit-learn classifier; the parameters and their
-    defaults are the learner's, except ``n_classes``, which comes from the labels.
+    defaults are the learner's, except ``n_classes``, which comes from the labels, and
+    ``learning_rate=0.1`` (``nctl.learners.GLN_TABULAR``; docs/guide-river.md, "Defaults").
 
     ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
     learns:
@@ -113,7 +114,7 @@ class GLNClassifier(_Classifier):
         self,
         layer_sizes: tuple = GLN.layer_sizes,
         context_bits: int = GLN.context_bits,
-        learning_rate: float = GLN.learning_rate,
+        learning_rate: float = GLN_TABULAR["learning_rate"],
         weight_init: str = GLN.weight_init,
         prob_eps: float = GLN.prob_eps,
         max_weight: float = GLN.max_weight,
@@ -130,7 +131,9 @@ class GLNClassifier(_Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
-    learner's, except ``n_classes``, which comes from the labels.
+    learner's, except ``n_classes``, which comes from the labels, and the tabular defaults
+    ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2`` (``nctl.learners.TABULAR``;
+    docs/guide-river.md, "Defaults").
 
     It is used like ``GLNClassifier``; each new number of features or classes compiles the network
     again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
@@ -139,7 +142,7 @@ class NCTLClassifier(_Classifier):
     >>> from sklearn.pipeline import make_pipeline
     >>> from sklearn.preprocessing import StandardScaler
     >>> from nctl.sklearn import NCTLClassifier
-    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(learning_rate=0.1, depth=12))  # 4,096 rows
+    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(depth=12))  # 4,096 rows
     >>> model[-1].get_params()["pool_size"]
     15
     """
@@ -148,9 +151,9 @@ class NCTLClassifier(_Classifier):
 
     def __init__(
         self,
-        layer_sizes: tuple = NCTL.layer_sizes,
-        context_bits: int = NCTL.context_bits,
-        learning_rate: float = NCTL.learning_rate,
+        layer_sizes: tuple = TABULAR["layer_sizes"],
+        context_bits: int = TABULAR["context_bits"],
+        learning_rate: float = TABULAR["learning_rate"],
         pool_size: int = NCTL.pool_size,
         depth: int | None = NCTL.depth,
         min_segment: int = NCTL.min_segment,
