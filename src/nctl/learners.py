@@ -281,6 +281,12 @@ def _gln_chunk(layers, Z, Y, n, positive, cfg):
 _gln_predict = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _gln_init(keys, n_features, layer_sizes, context_bits, weight_init):
+    """One compiled program per configuration (run op by op, a state's creation compiles dozens)."""
+    return jax.vmap(lambda k: gln.init(k, n_features, layer_sizes, context_bits, weight_init))(keys)
+
+
 def _positive_labels(n_classes: int) -> jnp.ndarray:
     return jnp.arange(n_classes, dtype=jnp.int32) if n_classes > 2 else jnp.array([1], jnp.int32)
 
@@ -327,7 +333,7 @@ class GLN(_OnlineLearner):
 
     def _fresh_state(self, n_features: int):
         keys = gln.class_keys(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0])
-        return jax.vmap(lambda k: gln.init(k, n_features, self.layer_sizes, self.context_bits, self.weight_init))(keys)
+        return _gln_init(keys, n_features, self.layer_sizes, self.context_bits, self.weight_init)
 
     def _learn(self, X, y):
         positive, cfg = _positive_labels(self.n_classes), self.ggm_config
@@ -349,6 +355,8 @@ class GLN(_OnlineLearner):
 
 
 # ----------------------------------------------------------------------------- NCTL
+
+_engine_init = jax.jit(engine.init, static_argnums=(0, 2))  # one program (op by op: ~100 compilations, seconds)
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 
@@ -458,7 +466,7 @@ class NCTL(_OnlineLearner):
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
-        return engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
+        return _engine_init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)

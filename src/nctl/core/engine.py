@@ -806,10 +806,11 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
         labels = np.zeros(LEARN_BLOCK, np.int32)
         labels[:n] = Y[a:a + n]
         state, p, obs, done, due = run_steps(state, Z, labels, n, cfg, observe)
+        p, done, due = jax.device_get((p, done, due))  # one transfer; slicing on the host compiles nothing
         done = int(done)
-        probs.append(np.asarray(p[:done]))
+        probs.append(p[:done])
         if observe is not None:
-            observations.append(jax.tree.map(lambda o: np.asarray(o[:done]), obs))
+            observations.append(jax.tree.map(lambda o: np.asarray(o)[:done], obs))
         a += done
         t = None if t is None else t + done
         if bool(due):
