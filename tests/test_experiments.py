@@ -49,8 +49,8 @@ def test_experiment_runs_end_to_end_on_a_tiny_size(name, mnist_dir, tmp_path):
     assert name in table
     numbers = [float(row["mean"]) for row in report.rows(stored) if row["mean"] != "-"]
     assert numbers and all(np.isfinite(numbers))
-    if exp.kind == "task-matrix" and "nctl" in exp.learners:  # pool events per neuron, every layer
-        events = stored["seeds"][0]["learners"]["nctl"]["pool_events"]
+    if exp.kind in ("task-matrix", "prequential", "free-split-oracles") and "nctl" in exp.learners:
+        events = stored["seeds"][0]["learners"]["nctl"]["pool_events"]  # per neuron, every layer
         assert list(events) == [f"layer{i + 1}" for i in range(len(exp.network["layer_sizes"]))]
         assert all(set(layer) == {"refine", "skip", "add", "evict"} for layer in events.values())
 

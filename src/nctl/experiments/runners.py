@@ -105,15 +105,18 @@ def learner_params(name: str, exp: Experiment, stream: TaskStream, seed: int) ->
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params().items()} if callable(params) else {}
 
 
-def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int) -> evaluate.PrequentialRun:
+def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int):
+    """Test-then-train ``name`` over ``stream`` -> (the run, the learner at its end; None for river
+    models and the oracles, which are many learners)."""
     if name.startswith("river:"):
-        return run_river(name.split(":", 1)[1], stream, seed=seed)
+        return run_river(name.split(":", 1)[1], stream, seed=seed), None
     factory = learner_factory(name, exp, stream, seed)
     if name == "oracle-1":
-        return oracle_fresh_at_boundaries(factory, stream)
+        return oracle_fresh_at_boundaries(factory, stream), None
     if name == "oracle-2":
-        return oracle_per_task(factory, stream)
-    return evaluate.prequential(factory(), stream)
+        return oracle_per_task(factory, stream), None
+    learner = factory()
+    return evaluate.prequential(learner, stream), learner
 
 
 def _timed(fn, *args, **kwargs):
@@ -191,9 +194,15 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
             }
         out["learners"][name] = {"variants": variants, "curve_steps": result.steps.tolist(), "seconds": seconds,
                                  "params": learner_params(name, exp, stream, seed)}
-        if hasattr(learner, "pool_events") and learner.state_ is not None:
-            out["learners"][name]["pool_events"] = pool_event_means(learner)
+        out["learners"][name].update(pool_event_entry(learner))
     return out
+
+
+def pool_event_entry(learner) -> dict:
+    """``{"pool_events": ...}`` for an NCTL learner that has learned, else nothing."""
+    if getattr(learner, "pool_events", None) is None or learner.state_ is None:
+        return {}
+    return {"pool_events": pool_event_means(learner)}
 
 
 def pool_event_means(learner) -> dict:
@@ -218,7 +227,7 @@ def run_prequential(exp: Experiment, seed: int, data_dir) -> dict:
                             for _ in range(stop - start)]) if len(stream) else np.zeros(0, bool)
     out = {"steps": len(stream), "log_loss_eps": LOG_LOSS_EPS, "learners": {}}
     for name in exp.learners:
-        run, seconds = _timed(prequential_run, name, exp, stream, seed)
+        (run, learner), seconds = _timed(prequential_run, name, exp, stream, seed)
         scores = run.scores(window=min(evaluate.DEFAULT_WINDOW, max(1, len(stream) // 10)))
         losses = _log_losses(run)
         steps, windowed = _sampled(scores.accuracy_windowed, exp.curve_points)
@@ -237,6 +246,7 @@ def run_prequential(exp: Experiment, seed: int, data_dir) -> dict:
             "seconds": seconds,
             "examples_per_s": len(stream) / seconds,
             "params": learner_params(name, exp, stream, seed),
+            **pool_event_entry(learner),
         }
     return out
 
@@ -252,7 +262,7 @@ def _transfer_curves(exp: Experiment, seed: int, data_dir, build) -> dict:
         start = getattr(construction, "target_start", start)
         entry = {"steps": len(stream), "target": construction.target, "learners": {}}
         for name in exp.learners:
-            run, seconds = _timed(prequential_run, name, exp, stream, seed)
+            (run, _), seconds = _timed(prequential_run, name, exp, stream, seed)
             losses = _log_losses(run)
             entry["learners"][name] = {
                 "target_log_loss": losses[start: start + exp.window].tolist(),
@@ -279,12 +289,12 @@ def run_oracles(exp: Experiment, seed: int, data_dir) -> dict:
     stream = make_stream(exp, seed, data_dir)
     out = {"steps": len(stream), "segments": len(stream.segments()), "learners": {}}
     for name in exp.learners:
-        run, seconds = _timed(prequential_run, name, exp, stream, seed)
+        (run, learner), seconds = _timed(prequential_run, name, exp, stream, seed)
         losses = _log_losses(run)
         steps, binned = _binned(losses, exp.curve_points)
         out["learners"][name] = {"log_loss": float(losses.mean()), "accuracy": float(
             evaluate.correct_steps(run.probabilities, run.labels).mean()), "curve_steps": steps,
-            "binned_log_loss": binned, "seconds": seconds}
+            "binned_log_loss": binned, "seconds": seconds, **pool_event_entry(learner)}
     return out
 
 
