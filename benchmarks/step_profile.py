@@ -2,7 +2,7 @@
 
 Times the two compiled programs of ``nctl.core.engine`` separately (``run_steps``: the steps;
 ``boundary``: the pool updates every ``P`` steps) over windows of the throughput benchmark, then takes
-a JAX profile of one window and lists the XLA operations that took the most time, per step.
+a JAX profile of one window and lists the XLA operations that took the most time (exclusive), per step.
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12]
 """
@@ -36,20 +36,30 @@ def timed(name: str, fn, totals: dict):
 
 
 def top_operations(trace_dir: Path, steps: int, top: int) -> list:
-    """The ``top`` XLA operations by total time in the profile, in ms per step, with their call counts."""
+    """The ``top`` XLA operations by exclusive time in the profile (a loop's span minus the operations
+    inside it), in ms per step, with their call counts."""
     trace = next(trace_dir.rglob("perfetto_trace.json.gz"))
     events = json.load(gzip.open(trace))
     events = events["traceEvents"] if isinstance(events, dict) else events
-    total, calls = collections.Counter(), collections.Counter()
+    by_thread = collections.defaultdict(list)
     for event in events:
-        name = event.get("name", "")
-        # XLA operations only (lower-case HLO names such as "dot.33"), not Python frames or runtime spans;
-        # times are inclusive: a loop's span contains its body's operations
-        if event.get("ph") == "X" and "dur" in event and re.fullmatch(r"[a-z][\w.-]*", name):
-            total[name] += event["dur"]
-            calls[name] += 1
-    return [{"op": name, "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[name]}
-            for name, us in total.most_common(top)]
+        if event.get("ph") == "X" and "dur" in event:
+            by_thread[event.get("pid"), event.get("tid")].append(event)
+    total, calls = collections.Counter(), collections.Counter()
+    for spans in by_thread.values():
+        spans.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_spans = []
+        for event in spans:
+            while open_spans and open_spans[-1]["ts"] + open_spans[-1]["dur"] <= event["ts"]:
+                open_spans.pop()
+            if open_spans:  # nested: its time is not its parent's own
+                total[open_spans[-1]["name"]] -= event["dur"]
+            total[event["name"]] += event["dur"]
+            calls[event["name"]] += 1
+            open_spans.append(event)
+    # XLA operations only (lower-case HLO names such as "dot.33"), not Python frames or runtime spans
+    ops = [(name, us) for name, us in total.most_common() if re.fullmatch(r"[a-z][\w.-]*", name)]
+    return [{"op": name, "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[name]} for name, us in ops[:top]]
 
 
 def main() -> None:
