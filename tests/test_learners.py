@@ -228,3 +228,20 @@ def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overr
     assert all(getattr(tabular, name) == value for name, value in nctl.learners.TABULAR.items())
     with pytest.raises(ValueError, match="learning_rate"):
         nctl.NCTL.tabular(learning_rate=-1.0)
+
+
+@pytest.mark.parametrize("make, n_classes", LEARNERS)
+def test_predicting_leaves_the_state_and_the_save_file_as_they_were(make, n_classes, tmp_path):
+    X, y = stream_arrays(48, n_classes=n_classes)
+    model = make()
+    model.learn_many(X[:32], y[:32])  # t = 32: a pool boundary (L_min 8) has just been processed
+    model.save(tmp_path / "before.npz")
+    before = [np.asarray(leaf).copy() for leaf in jax.tree.leaves(model.state_)]
+    model.predict_proba_one(X[40])
+    model.predict_proba_many(X[32:])
+    model.predict_one(X[33])
+    assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(before, jax.tree.leaves(model.state_)))
+    assert model.t_ == 32
+    model.save(tmp_path / "after.npz")
+    with np.load(tmp_path / "before.npz") as old, np.load(tmp_path / "after.npz") as new:
+        assert old.files == new.files and all(np.array_equal(old[key], new[key]) for key in old.files)
