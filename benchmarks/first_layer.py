@@ -17,20 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from nctl.core.rows import GGMRows
 from nctl.experiments.run import cpu_name
 from throughput import copy_bandwidth
 
 SLOTS, NEURONS, LANES, WIDTH = 10, 50, 16, 785
 BLOCKS = SLOTS * NEURONS * 16
-LEARNING_RATE, MAX_WEIGHT = 1e-3, 200.0
-
-
-def predict(rows, u):
-    return jnp.clip(1 / (1 + jnp.exp(-jnp.einsum("...k,...k->...", rows, u))), 0.01, 0.99)
-
-
-def update(rows, u, q, x):
-    return jnp.clip(rows - (LEARNING_RATE * (q - x))[..., None] * u, -MAX_WEIGHT, MAX_WEIGHT)
+ROWS = GGMRows()  # the engine's row model: predict and update
 
 
 def flat_blocks(blocks, index, u, x):
@@ -38,8 +31,8 @@ def flat_blocks(blocks, index, u, x):
     def body(p, carry):
         blocks, qs = carry
         rows = blocks[index[p]].reshape(NEURONS, LANES, WIDTH)
-        q = predict(rows, u)
-        new = update(rows, u, q, x).reshape(NEURONS, LANES * WIDTH)
+        q = ROWS.predict(rows, u)
+        new = ROWS.update(rows, u, q, x).reshape(NEURONS, LANES * WIDTH)
         return blocks.at[index[p]].set(new, unique_indices=True), qs.at[p].set(q)
     return lax.fori_loop(0, SLOTS, body, (blocks, jnp.zeros((SLOTS, NEURONS, LANES))))
 
@@ -49,13 +42,13 @@ def shaped_blocks(blocks, index, u, x):
     def body(p, carry):
         blocks, qs = carry
         rows = blocks[index[p]]
-        q = predict(rows, u)
-        return blocks.at[index[p]].set(update(rows, u, q, x), unique_indices=True), qs.at[p].set(q)
+        q = ROWS.predict(rows, u)
+        return blocks.at[index[p]].set(ROWS.update(rows, u, q, x), unique_indices=True), qs.at[p].set(q)
     return lax.fori_loop(0, SLOTS, body, (blocks, jnp.zeros((SLOTS, NEURONS, LANES))))
 
 
 def _clipped_add(old, delta):
-    return jnp.clip(old + delta, -MAX_WEIGHT, MAX_WEIGHT)
+    return jnp.clip(old + delta, -ROWS.max_weight, ROWS.max_weight)
 
 
 _COMBINER = jax.make_jaxpr(_clipped_add)(jnp.float32(0), jnp.float32(0))
@@ -68,8 +61,8 @@ def combining_scatter(blocks, index, u, x):
 
     def body(p, carry):
         blocks, qs = carry
-        q = predict(blocks[index[p]], u)
-        delta = -(LEARNING_RATE * (q - x))[..., None] * u
+        q = ROWS.predict(blocks[index[p]], u)
+        delta = -(ROWS.learning_rate * (q - x))[..., None] * u
         blocks = lax.scatter_p.bind(blocks, index[p][:, None], delta, update_jaxpr=_COMBINER.jaxpr,
                                     update_consts=tuple(_COMBINER.consts), dimension_numbers=numbers,
                                     indices_are_sorted=False, unique_indices=True,

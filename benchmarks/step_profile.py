@@ -19,10 +19,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
-from throughput import CONTEXT_BITS, DEPTH, LAYERS, N_FEATURES, POOL, STREAM, jump_to
+from throughput import jump_to, nctl_window, window_start
 
 
 def timed(name: str, fn, totals: dict):
@@ -68,10 +67,7 @@ def main() -> None:
     parser.add_argument("--window-steps", type=int, default=256)
     parser.add_argument("--top", type=int, default=12)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    model = nctl.NCTL(layer_sizes=LAYERS, context_bits=CONTEXT_BITS, pool_size=POOL, depth=DEPTH)
-    X = rng.standard_normal((args.window_steps, N_FEATURES)).astype(np.float32)
-    y = rng.integers(0, 2, args.window_steps)
+    model, X, y = nctl_window(args.window_steps, np.random.default_rng(0))
     model.learn_many(X[:64], y[:64])  # compile
 
     totals = {"run_steps": 0.0, "boundary": 0.0}
@@ -79,7 +75,7 @@ def main() -> None:
     engine.run_steps, engine.boundary = (timed(name, fn, totals) for name, fn in zip(totals, programs))
     try:
         for w in range(args.windows):
-            jump_to(model, 256 * (w * STREAM // args.windows // 256) + 256)
+            jump_to(model, window_start(w, args.windows))
             model.learn_many(X, y)
     finally:
         engine.run_steps, engine.boundary = programs

@@ -19,18 +19,17 @@ import argparse
 import itertools
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, preprocessing, tree
 from river.datasets import synth
 
 from nctl import enable_compilation_cache
-from nctl.data.elec2 import read_elec2
-from nctl.data.location import resolve_data_dir
 from nctl.experiments.run import cpu_name
 from nctl.river import GLNClassifier, NCTLClassifier
 from nctl.streams import synthetic
+
+from river_speed import elec2_rows
 
 CANDIDATES = {  # NCTL settings compared; the object API's defaults first
     "nctl lr 0.001 (50-25-1)": {"learning_rate": 0.001},
@@ -64,12 +63,9 @@ def streams(rows: int, block: int, data_dir) -> dict:
     X, y, _ = next(stream.chunks(size=rows))
     found["synthetic"] = [(dict(enumerate(map(float, x))), bool(label)) for x, label in zip(X, y)]
     try:
-        data = read_elec2(Path(resolve_data_dir(data_dir)) / "elec2" / "elecNormNew.arff")
+        found["elec2"] = elec2_rows(data_dir, rows)
     except (FileNotFoundError, ValueError) as error:
         print(json.dumps({"skipped": "elec2", "why": str(error)}))
-    else:
-        found["elec2"] = [(dict(zip(data.columns, map(float, x))), bool(label))
-                          for x, label in zip(data.features[:rows], data.labels[:rows])]
     return found
 
 

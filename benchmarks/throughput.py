@@ -68,16 +68,26 @@ def row_bytes_per_step(live_slots: float) -> float:
     return live_slots * (POOL + 1) * sum(n * k for n, k in zip(LAYERS, fan_ins)) * 4 * 2
 
 
-def nctl_throughput(windows: int, window_steps: int, rng) -> dict:
+def nctl_window(window_steps: int, rng):
+    """The benchmark's learner and one window of random rows: (model, X, y)."""
     model = nctl.NCTL(layer_sizes=LAYERS, context_bits=CONTEXT_BITS, pool_size=POOL, depth=DEPTH)
     X = rng.standard_normal((window_steps, N_FEATURES)).astype(np.float32)
-    y = rng.integers(0, 2, window_steps)
+    return model, X, rng.integers(0, 2, window_steps)
+
+
+def window_start(w: int, windows: int) -> int:
+    """Step at which window ``w`` of ``windows`` starts: spread evenly over the stream, 256-aligned."""
+    return 256 * (w * STREAM // windows // 256) + 256
+
+
+def nctl_throughput(windows: int, window_steps: int, rng) -> dict:
+    model, X, y = nctl_window(window_steps, rng)
     start = time.perf_counter()
     model.learn_many(X[:64], y[:64])
     compile_seconds = time.perf_counter() - start
     seconds, slots = 0.0, []
     for w in range(windows):
-        t0 = 256 * (w * STREAM // windows // 256) + 256
+        t0 = window_start(w, windows)
         jump_to(model, t0)
         slots += [1 + bin(t - 1).count("1") for t in range(t0 + 1, t0 + window_steps + 1)]
         start = time.perf_counter()

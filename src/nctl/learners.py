@@ -42,6 +42,8 @@ PAPER_NETWORKS = MappingProxyType({
     "permuted_mnist": MappingProxyType({"layer_sizes": (10, 5, 1), "context_bits": 6, "learning_rate": 1e-3}),
     "electricity": MappingProxyType({"layer_sizes": (50, 25, 1), "context_bits": 4, "learning_rate": 0.1}),
 })
+# The paper's pool rule (FIFO) with the choices it leaves open at this project's values (docs/algorithm.md)
+PAPER_POOL = MappingProxyType({"pool_size": 15, "eviction": "fifo", "min_segment": 32})
 # Defaults for tabular streams, chosen by benchmarks/tabular_defaults.py (docs/guide-river.md,
 # "Defaults"): the river and scikit-learn adapters start from them.
 TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2})
@@ -410,15 +412,13 @@ class NCTL(_OnlineLearner):
         """The paper's Split MNIST learner (docs/protocols.md §1): 50-25-1, 16 contexts, learning rate
         0.001; the pool rules the paper states (FIFO) with its silent choices at their defaults (k = 15,
         L_min = 32, docs/algorithm.md); ``overrides`` change any parameter."""
-        return cls(**{**PAPER_NETWORKS["split_mnist"], "pool_size": 15, "eviction": "fifo", "min_segment": 32,
-                      **overrides})
+        return cls(**{**PAPER_NETWORKS["split_mnist"], **PAPER_POOL, **overrides})
 
     @classmethod
     def paper_permuted_mnist(cls, **overrides) -> "NCTL":
         """The paper's Permuted MNIST learner (docs/protocols.md §2): ten one-vs-all 10-5-1 networks,
         64 contexts, learning rate 0.001, the same pool as ``paper_split_mnist``."""
-        return cls(**{**PAPER_NETWORKS["permuted_mnist"], "n_classes": 10, "pool_size": 15, "eviction": "fifo",
-                      "min_segment": 32, **overrides})
+        return cls(**{**PAPER_NETWORKS["permuted_mnist"], **PAPER_POOL, "n_classes": 10, **overrides})
 
     @classmethod
     def paper_electricity(cls, **overrides) -> "NCTL":
