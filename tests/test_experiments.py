@@ -14,6 +14,7 @@ from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, su
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
 TINY = {
     "split-mnist": {"steps_per_task": "40", "max_test": "40"},
+    "split-mnist-deskewed": {"steps_per_task": "40", "max_test": "40"},
     "split-fashion-mnist": {"steps_per_task": "40", "eval_every": "40", "max_test": "30"},
     "permuted-mnist": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
     "permuted-mnist-reduced": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},

@@ -59,6 +59,21 @@ def test_save_then_load_mid_stream_continues_exactly(make, n_classes, tmp_path):
     assert [(jax.typeof(a), a.weak_type) for a in jax.tree.leaves(resumed.state_)] == live
 
 
+def test_a_split_probability_grid_saves_loads_and_a_grid_of_one_is_that_probability(tmp_path):
+    X, y = stream_arrays(90)
+    grid = nctl.NCTL(**SMALL_NCTL, split_prob=(0.1, 0.5, 0.9))
+    want = grid.learn_many(X, y)
+    first = nctl.NCTL(**SMALL_NCTL, split_prob=[0.1, 0.5, 0.9])
+    head = first.learn_many(X[:37], y[:37])
+    first.save(tmp_path / "grid.npz")
+    resumed = nctl.load(tmp_path / "grid.npz")
+    assert resumed.split_prob == (0.1, 0.5, 0.9)
+    np.testing.assert_array_equal(np.concatenate([head, resumed.learn_many(X[37:], y[37:])]), want)
+    plain = nctl.NCTL(**SMALL_NCTL, split_prob=0.5).learn_many(X, y)
+    np.testing.assert_array_equal(nctl.NCTL(**SMALL_NCTL, split_prob=(0.5,)).learn_many(X, y), plain)
+    assert not np.array_equal(want, plain)
+
+
 def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
     X, y = stream_arrays(20)
     model = nctl.GLN(**SMALL)
@@ -73,7 +88,10 @@ def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
 
 
 
-def test_a_format_3_save_with_flat_blocks_loads_and_continues_exactly(tmp_path):
+@pytest.mark.parametrize("fmt", [3, 4])
+def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt):
+    """Format 3 kept each block's W lanes as one row of W * width; formats 3 and 4 kept one PTW weight
+    per tree level (no split-probability axis)."""
     X, y = stream_arrays(60)
     model = nctl.NCTL(**SMALL_NCTL)
     model.learn_many(X[:30], y[:30])
@@ -81,18 +99,22 @@ def test_a_format_3_save_with_flat_blocks_loads_and_continues_exactly(tmp_path):
     with np.load(tmp_path / "model.npz") as data:
         arrays = {key: data[key] for key in data.files}
     meta = json.loads(str(arrays.pop("meta")))
-    blocks = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(model.state_)]
-    flattened = 0
-    for i, path in enumerate(blocks):
-        if ".blocks[" in path:  # format 3 kept each block's W lanes as one row of W * width
-            a = arrays[f"leaf_{i}"]
+    paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(model.state_)]
+    changed = []
+    for i, path in enumerate(paths):
+        a = arrays[f"leaf_{i}"]
+        if ".blocks[" in path and fmt == 3:
             arrays[f"leaf_{i}"] = a.reshape(a.shape[:-2] + (-1,))
-            flattened += 1
-    assert flattened == len(SMALL["layer_sizes"])
-    meta["format"] = 3
+            changed.append(path)
+        if path.endswith(".log_b"):
+            arrays[f"leaf_{i}"] = a[:, :, 0]
+            changed.append(path)
+    assert len(changed) == 1 + (len(SMALL["layer_sizes"]) if fmt == 3 else 0)
+    meta["format"] = fmt
     np.savez(tmp_path / "old.npz", meta=np.array(json.dumps(meta)), **arrays)
     old = nctl.load(tmp_path / "old.npz")
     np.testing.assert_array_equal(old.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
+
 
 @pytest.mark.parametrize("make, n_classes", LEARNERS)
 def test_contract_valid_probabilities_seeded_and_inputs_untouched(make, n_classes):

@@ -48,9 +48,13 @@ PAPER_POOL = MappingProxyType({"pool_size": 15, "eviction": "fifo", "min_segment
 # "Defaults"): the river and scikit-learn adapters start from them.
 TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2})
 GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
+# A grid of split probabilities, 2^-i and 1 - 2^-i for i = 1..6: ``split_prob=SPLIT_GRID`` mixes the PTWs of
+# all of them (docs/algorithm.md §3.6) instead of fixing one.
+SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in range(1, 7)}))
 
-SAVE_FORMAT = 4  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width])
-READABLE_FORMATS = {"GLN": (2, 3, 4), "NCTL": (3, 4)}
+SAVE_FORMAT = 5  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
+# 5: PTW weights per split probability [S, A, N])
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5), "NCTL": (3, 4, 5)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -258,8 +262,9 @@ def _restore(path):
         leaves = []
         for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
             got = data[f"leaf_{i}"]
-            if meta["format"] == 3 and got.ndim + 1 == len(want.shape) and got.size == want.size:
-                got = got.reshape(want.shape)  # format 3 stored each block's lanes as one flat row
+            if meta["format"] < 5 and got.ndim + 1 == len(want.shape) and got.size == want.size:
+                # format 3 stored each block's lanes as one flat row; formats 3-4 one PTW weight per level
+                got = got.reshape(want.shape)
             if want.shape != got.shape or want.dtype != got.dtype:
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             leaves.append(jnp.asarray(got))
@@ -370,7 +375,8 @@ class NCTL(_OnlineLearner):
 
     ``depth=None`` grows the tree with the stream (anytime); a known stream length ``n`` is best
     served by ``depth = ceil(log2 n)``. ``split_prob = 0`` puts all prior mass on one segment, which
-    makes NCTL a GLN. ``trained_members = B`` trains only the ``B`` most probable members of every
+    makes NCTL a GLN; a sequence of split probabilities (e.g. ``SPLIT_GRID``) predicts with the
+    Bayesian mixture over them (§3.6). ``trained_members = B`` trains only the ``B`` most probable members of every
     node (bounded mode, §5.3; ``None``: exact NCTL).
 
     The defaults are the paper's Split MNIST network (50-25-1, 16 contexts, learning rate 0.001) with
@@ -389,7 +395,7 @@ class NCTL(_OnlineLearner):
     skip_threshold: float = 0.0
     joint_evidence: bool = False
     eviction: str = "fifo"
-    split_prob: float = 0.5
+    split_prob: float | tuple = 0.5
     n_classes: int = 2
     weight_init: str = "zeros"
     prob_eps: float = mixing.PROB_EPS
@@ -402,7 +408,7 @@ class NCTL(_OnlineLearner):
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
         gln.init_weight_value(self.weight_init, 1)
         self._pool_config()
-        tree.tree_prior(self.split_prob)
+        tree.split_grid(self.split_prob)
         super().__post_init__()
 
     # -- presets
@@ -445,10 +451,10 @@ class NCTL(_OnlineLearner):
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
         cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
-                               tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth)
+                               tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth)
         if self.depth is None and arena_depth is None and not full:
             cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
-                                   tree.tree_prior(self.split_prob), self.n_classes, max_depth, record_rows,
+                                   tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows,
                                    engine.lean_arena_depth(cfg, 0))
         return cfg
 

@@ -86,6 +86,20 @@ def check_float(name: str, value, low: float | None = None, high: float | None =
     return float(value)
 
 
+def check_split_prob(name: str, value) -> float | tuple[float, ...]:
+    """A probability in [0, 1], or a non-empty sequence of distinct ones (a grid: their Bayesian mixture)."""
+    if isinstance(value, (str, bytes)) or np.ndim(value) == 0:
+        return check_float(name, value, 0, 1)
+    grid = tuple(value)
+    try:
+        probs = tuple(check_float(name, s, 0, 1) for s in grid)
+    except ValueError:
+        raise _error(name, "a number or a sequence of numbers", "in [0, 1]", value) from None
+    if not probs or len(set(probs)) != len(probs):
+        raise _error(name, "a number or a non-empty sequence of distinct numbers", "in [0, 1]", value)
+    return probs
+
+
 def check_power_of_two(name: str, value, low: int, high: int) -> int:
     """``value`` as an int in ``[low, high]`` that is a power of two."""
     if not (_is_whole(value) and low <= value <= high and int(value) & (int(value) - 1) == 0):
@@ -138,7 +152,7 @@ NCTL_RULES: dict[str, Rule] = {
     "skip_threshold": check_float,
     "joint_evidence": check_bool,
     "eviction": partial(check_choice, choices=EVICTION_POLICIES),
-    "split_prob": partial(check_float, low=0, high=1),
+    "split_prob": check_split_prob,
     "trained_members": partial(check_optional_int, low=1, high=MAX_POOL_SIZE),
 }
 

@@ -126,7 +126,7 @@ class NCTLClassifier(_Classifier):
         joint_evidence: bool = NCTL.joint_evidence,
         eviction: str = NCTL.eviction,
         trained_members: int | None = NCTL.trained_members,
-        split_prob: float = NCTL.split_prob,
+        split_prob: float | tuple = NCTL.split_prob,
         n_classes: int = NCTL.n_classes,
         weight_init: str = NCTL.weight_init,
         prob_eps: float = NCTL.prob_eps,

@@ -97,7 +97,7 @@ class FMN:
         pool = PoolConfig(self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
                           self.skip_threshold, self.joint_evidence, self.eviction)
         max_depth = max(self.depth or 0, tree.depth_for(n_steps))
-        return engine.configure(0, (1,), 0, KTRows(), pool, tree.tree_prior(self.split_prob), 2, max_depth)
+        return engine.configure(0, (1,), 0, KTRows(), pool, tree.split_grid(self.split_prob), 2, max_depth)
 
     def run(self, bits) -> SequenceRun:
         bits = check_bits(bits)

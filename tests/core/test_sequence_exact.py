@@ -165,6 +165,32 @@ def test_an_exact_winner_tie_goes_to_the_lower_member_index(a, b, segment):
     assert list(np.asarray(run.events)[-1]) == [0, 0, 1, 0]
 
 
+@pytest.mark.parametrize("depth", [9, None])
+def test_a_grid_of_split_probabilities_is_the_bayesian_mixture_of_the_literal_fmns(depth):
+    """§3.6: with ``split_prob`` a grid the evidence after every step is ``log mean_a`` of the literal
+    FMNs' evidences, one per split probability (their pools decide alike: pool decisions do not read
+    the tree weights). With a fixed tree the evidence is the code length, so the predictions are the
+    Bayesian mixture's; a growing tree re-weighs at each growth, and so does the mixture."""
+    grid = (0.05, 0.5, 0.95)
+    bits = recurring_bits(np.random.default_rng(7))
+    settings = dict(depth=depth, pool_size=3, min_segment=4, eviction="spacing")
+    runs = [ReferenceFMN(**settings, split_prob=s).run(bits) for s in grid]
+    mixture = FMN(**settings, split_prob=grid, reservoir_size=len(bits)).run(bits)
+    evidence = np.logaddexp.reduce([r.evidence for r in runs], axis=0) - np.log(len(grid))
+    np.testing.assert_allclose(mixture.evidence, evidence, rtol=0, atol=1e-9)
+    if depth is not None:
+        np.testing.assert_allclose(np.cumsum(mixture.log_px), evidence, rtol=0, atol=1e-9)
+    best = max(r.evidence[-1] for r in runs)
+    assert best - np.log(len(grid)) <= mixture.evidence[-1] < best  # within log A of the best grid point
+    assert_same_decisions(mixture, runs[0])
+
+
+def test_a_grid_of_one_split_probability_is_that_split_probability():
+    bits = recurring_bits(np.random.default_rng(8))
+    one, grid = (FMN(min_segment=4, split_prob=s).run(bits) for s in (0.8, (0.8,)))
+    assert np.array_equal(one.p1, grid.p1) and np.array_equal(one.evidence, grid.evidence)
+
+
 def test_fmn_without_pool_is_ptw():
     bits = recurring_bits(np.random.default_rng(3))
     np.testing.assert_allclose(FMN(pool_size=0).log_probs(bits), PTW().log_probs(bits), rtol=0, atol=1e-9)

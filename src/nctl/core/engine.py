@@ -82,7 +82,7 @@ class EngineConfig(NamedTuple):
     context_bits: int
     rows: GGMRows | KTRows
     pool: PoolConfig
-    prior: tree.TreePrior
+    prior: tuple  # of tree.TreePrior: the split-probability grid (one point: plain PTW, §3.6)
     n_classes: int  # 2: one binary network; K > 2: K one-vs-all networks
     max_depth: int  # the tree may grow up to this depth: S = max_depth + 1 slots
     record_rows: int  # A_r
@@ -143,7 +143,7 @@ def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
     return neurons * per_neuron
 
 
-def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tree.TreePrior,
+def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tuple,
               n_classes: int, max_depth: int, record_rows: int | None = None,
               arena_depth: int | None = None) -> EngineConfig:
     """An engine for trees up to ``max_depth`` whose block arenas hold trees up to ``arena_depth``
@@ -195,7 +195,7 @@ class Net(NamedTuple):
     slot_lineage: jax.Array  # [S, k, N, R] int32: lineage of detached members
     slot_lineage_n: jax.Array  # [S, k, N] int32
     slot_lineage_seen: jax.Array  # [S, k, N] int32
-    log_b: jax.Array  # [S, N] float64: PTW completed-left-sibling weight, per tree level
+    log_b: jax.Array  # [S, A, N] float64: PTW completed-left-sibling weight, per tree level and split probability
     block_of: jax.Array  # [S, N, C] int32: block of (slot, neuron, context); -1 not yet created
     lanes: jax.Array | None  # [S, N, W] int32: member trained in each lane (bounded mode; -1 none)
     lane_since: jax.Array | None  # [S, N, W] int32: step at which the lane's member took it
@@ -307,7 +307,7 @@ def _init_net(cfg: EngineConfig, key, initial_pool) -> Net:
         slot_lineage=jnp.full((S, k, N, R), -1, jnp.int32),
         slot_lineage_n=zeros_skn,
         slot_lineage_seen=zeros_skn,
-        log_b=jnp.zeros((S, N), jnp.float64),
+        log_b=jnp.zeros((S, len(cfg.prior), N), jnp.float64),
         block_of=jnp.full((S, N, C), -1, jnp.int32),
         lanes=jnp.full((S, N, W), -1, jnp.int32) if bounded else None,
         lane_since=jnp.zeros((S, N, W), jnp.int32) if bounded else None,
@@ -459,7 +459,7 @@ def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
     alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)
     canon = tree.canonical_slots(sched)
-    level_logits = tree.level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
+    level_logits = tree.mixed_level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
     pi = softmax(level_logits, axis=0)
     return Posterior(alpha, pi, jnp.zeros_like(log_r).at[canon].add(pi), logsumexp(level_logits, axis=0))
 
@@ -714,10 +714,11 @@ def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig)
     """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
     live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
     log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)[1]  # [S, N]
-    w_c = tree.node_log_weight(net.log_b, log_r[tree.canonical_slots(old)], old.depth, adv.completed, cfg.prior)
+    log_r = log_r[tree.canonical_slots(old)][:, None]  # [S, 1, N]: the same for every split probability
+    w_c = tree.node_log_weight(net.log_b, log_r, old.depth, adv.completed, tree.stacked(cfg.prior))  # [A, N] (§3.6)
     log_b = jnp.where(adv.grow, tree.shift_levels(net.log_b), net.log_b)
     i = adv.closing - 1
-    log_b = jnp.where(jnp.arange(cfg.slots)[:, None] > i, 0.0, log_b).at[i].set(w_c)
+    log_b = jnp.where(jnp.arange(cfg.slots)[:, None, None] > i, 0.0, log_b).at[i].set(w_c)
     net = free_blocks(net, adv.kept, old.size, cfg)
     pushed = adv.kept
     count = jnp.sum(net.roster >= 0, axis=0)

@@ -9,6 +9,10 @@ Prior: a node above the leaves stops with ``1 - s`` and splits with ``s``. With 
 of level ``j``'s completed left sibling and ``R_j`` the log evidence of level ``j``'s node, the
 posterior of "step t lies in the level-j node" is ``pi_j = softmax_j(Lambda_j + R_j)`` with
 ``Lambda_j = sum_{l<j} (log s + B_l) + [j < D] log(1 - s)`` (§3.3; the deepest level keeps its mass).
+
+Several split probabilities ``s_1..s_A`` (a grid, uniform prior) give the Bayesian mixture of their PTWs
+(§3.6): the segment models do not depend on ``s``, only the weights ``B`` do, so each grid point keeps its
+own ``B`` and the level prior becomes ``log (1/A) sum_a exp(Lambda_{a,j})``.
 """
 
 from typing import NamedTuple
@@ -29,6 +33,14 @@ def tree_prior(split_prob: float = 0.5) -> TreePrior:
         raise ValueError(f"split_prob must lie in [0, 1], got {split_prob}")
     with np.errstate(divide="ignore"):
         return TreePrior(float(np.log1p(-split_prob)), float(np.log(split_prob)))
+
+
+def split_grid(split_prob) -> tuple[TreePrior, ...]:
+    """One prior per split probability: ``split_prob`` is a number or a sequence of them (a grid)."""
+    probs = (split_prob,) if np.ndim(split_prob) == 0 else tuple(split_prob)
+    if not probs:
+        raise ValueError("split_prob must be a number or a non-empty sequence of numbers")
+    return tuple(tree_prior(float(s)) for s in probs)
 
 
 def trailing_zeros(n):
@@ -90,6 +102,18 @@ def level_log_prior(log_b, depth, prior: TreePrior):
     before = exclusive_cumsum(prior.log_split + log_b)
     lam = before + jnp.where(levels < depth, prior.log_stop, 0.0)
     return jnp.where(levels <= depth, lam, -jnp.inf)
+
+
+def stacked(priors: tuple[TreePrior, ...]) -> TreePrior:
+    """The grid as one prior of ``[A, 1]`` arrays, which broadcast over ``[S, A, N]`` weights."""
+    return TreePrior(np.array([p.log_stop for p in priors])[:, None], np.array([p.log_split for p in priors])[:, None])
+
+
+def mixed_level_log_prior(log_b, depth, priors: tuple[TreePrior, ...]):
+    """``log (1/A) sum_a exp(Lambda_{a,j})``: the level prior with the split probability integrated out
+    over the grid ``priors`` (§3.6). log_b: [S, A, N], one ``B`` per grid point -> [S, N]."""
+    lam = level_log_prior(log_b, depth, stacked(priors))
+    return jax.nn.logsumexp(lam, axis=1) - np.log(len(priors))
 
 
 def node_log_weight(log_b, log_r, depth, level, prior: TreePrior):

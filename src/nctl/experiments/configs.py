@@ -133,6 +133,12 @@ EXPERIMENTS: dict[str, Experiment] = {
             nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
+            "split-mnist-deskewed", TASK_MATRIX,
+            "Split MNIST on deskewed digits, z clipped to +-3 (the substrate anchors' input; a named variant)",
+            stream="split_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("nctl", "gln"),
+            seeds=10, anchors=SPLIT_ANCHORS, nctl=dict(LONG_TASK_POOL),
+        ),
+        Experiment(
             "split-fashion-mnist", TASK_MATRIX,
             "Split Fashion-MNIST, every task evaluated every 500 examples (paper Figure 4)",
             stream="split_fashion_mnist", learners=("nctl", "gln", "ewc", "online-ewc"), seeds=3,

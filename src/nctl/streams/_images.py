@@ -72,20 +72,20 @@ def _load_image_data(dataset: str, folder: Path, fingerprint: tuple, deskewed: b
     return ImageData(train_x, train_y, test_images.reshape(len(test_images), -1), test_y, mean, std)
 
 
-def pair_task(data: ImageData, low: int, high: int) -> Task:
+def pair_task(data: ImageData, low: int, high: int, z_clip: float | None = None) -> Task:
     """Binary task on the images of classes ``low`` < ``high``: label 0 for ``low``, 1 for ``high``.
 
     Training rows are the task's training images in data-set order; the test set is every test
-    image of the two classes.
+    image of the two classes. Pixels are standardised (clipped to +-``z_clip`` when given).
     """
     train_rows = np.flatnonzero((data.train_y == low) | (data.train_y == high))
     test_rows = np.flatnonzero((data.test_y == low) | (data.test_y == high))
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         chosen = train_rows[np.asarray(idx)]
-        return data.standardise(data.train_x[chosen]), (data.train_y[chosen] == high).astype(np.int64)
+        return data.standardise(data.train_x[chosen], z_clip), (data.train_y[chosen] == high).astype(np.int64)
 
     def test_set() -> tuple[np.ndarray, np.ndarray]:
-        return data.standardise(data.test_x[test_rows]), (data.test_y[test_rows] == high).astype(np.int64)
+        return data.standardise(data.test_x[test_rows], z_clip), (data.test_y[test_rows] == high).astype(np.int64)
 
     return Task(f"{low} vs {high}", len(train_rows), rows, test_set)
