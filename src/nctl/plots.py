@@ -44,6 +44,7 @@ PERCENT = 100.0
 
 LEARNER_COLOURS = {
     "nctl": "#d62728",
+    "nctl-grid": "#ff9896",
     "gln": "#1f77b4",
     "ewc": "#2ca02c",
     "online-ewc": "#98df8a",

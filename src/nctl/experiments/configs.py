@@ -184,14 +184,14 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "elec2-5", PREQUENTIAL, "Electricity, the paper's 5 features, test-then-train (paper Figure 7)",
             stream="electricity", stream_args={"n_features": 5}, network=dict(ELEC2_NETWORK),
-            learners=("nctl", "gln", "mlp", "no-change", "river:hoeffding_adaptive_tree",
-                      "river:adaptive_random_forest", "river:logistic_regression"),
+            learners=("nctl", "nctl-grid", "gln", "mlp", "no-change", "river:hoeffding_adaptive_tree",
+                      "river:adaptive_random_forest", "river:logistic_regression", "river:leveraging_bagging"),
             seeds=10, anchors=ELEC2_ANCHORS,
         ),
         Experiment(
             "elec2-8", PREQUENTIAL, "Electricity, all 8 features (river's benchmark setting)",
             stream="electricity", stream_args={"n_features": 8}, network=dict(ELEC2_NETWORK),
-            learners=("nctl", "gln", "mlp", "no-change", "river:hoeffding_adaptive_tree",
+            learners=("nctl", "nctl-grid", "gln", "mlp", "no-change", "river:hoeffding_adaptive_tree",
                       "river:adaptive_random_forest", "river:logistic_regression", "river:alma",
                       "river:leveraging_bagging"),
             seeds=10, anchors=ELEC2_ANCHORS,

@@ -18,7 +18,7 @@ from nctl.experiments import configs
 
 PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "learning_acc", "accuracy", "test_accuracy",
                    "recurring_accuracy"}
-LEARNER_NAMES = {"nctl": "NCTL", "gln": "GLN", "ewc": "EWC", "online-ewc": "Online EWC", "mlp": "MLP",
+LEARNER_NAMES = {"nctl": "NCTL", "nctl-grid": "NCTL (split grid)", "gln": "GLN", "ewc": "EWC", "online-ewc": "Online EWC", "mlp": "MLP",
                  "no-change": "No-change", "oracle-1": "Oracle 1 (boundaries)",
                  "oracle-2": "Oracle 2 (boundaries + identities)"}
 HEADLINE_METRICS = {configs.TASK_MATRIX: ("acc", "bwt"), configs.PREQUENTIAL: ("accuracy", "log_loss"),

@@ -30,6 +30,7 @@ from nctl.baselines import (
 )
 from nctl.core.pool import EVENTS as POOL_EVENTS
 from nctl.evaluate import LOG_LOSS_EPS
+from nctl.learners import SPLIT_GRID
 from nctl.experiments import configs
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
@@ -73,15 +74,17 @@ def tree_depth(n_steps: int) -> int:
     return max(1, math.ceil(math.log2(max(n_steps, 2))))
 
 
-LEARNERS = ("nctl", "gln", "oracle-1", "oracle-2", "mlp", "ewc", "online-ewc", "no-change")  # and "river:MODEL"
+LEARNERS = ("nctl", "nctl-grid", "gln", "oracle-1", "oracle-2", "mlp", "ewc", "online-ewc", "no-change")  # and "river:MODEL"
 
 
 def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -> Callable[[], Any]:
     """A function making a fresh learner ``name`` for ``stream`` (a factory, for the oracles)."""
     n_classes, n_features = stream.n_classes, stream.n_features
     network = dict(exp.network)
-    if name == "nctl":
+    if name in ("nctl", "nctl-grid"):  # nctl-grid: the split probability mixed over SPLIT_GRID (algorithm.md §3.6)
         params = {"depth": tree_depth(len(stream)), **exp.nctl}
+        if name == "nctl-grid":
+            params["split_prob"] = SPLIT_GRID
         return lambda: nctl.NCTL(**network, **params, n_classes=n_classes, seed=seed)
     if name in ("gln", "oracle-1", "oracle-2"):
         return lambda: nctl.GLN(**network, n_classes=n_classes, seed=seed)
