@@ -48,6 +48,7 @@ def test_experiment_runs_end_to_end_on_a_tiny_size(name, mnist_dir, tmp_path):
     assert stored["versions"]["jax"] and stored["config_hash"] == results["config_hash"]
     table = report.markdown([stored])
     assert name in table
+    assert stored["seeds"][0]["peak_rss_bytes"] > 2**20  # the process's peak, recorded with the seed
     numbers = [float(row["mean"]) for row in report.rows(stored) if row["mean"] != "-"]
     assert numbers and all(np.isfinite(numbers))
     if exp.kind in ("task-matrix", "prequential", "free-split-oracles") and "nctl" in exp.learners:
@@ -95,7 +96,7 @@ def test_seeds_run_in_local_processes_are_those_of_one_process(tmp_path):
     two = run(exp, [0, 1], tmp_path / "two", executor=executors.local(2), progress=False)["seeds"]
     for seeds in (one, two):
         for seed in seeds:
-            del seed["wall_s"], seed["learners"]["gln"]["seconds"], seed["learners"]["gln"]["examples_per_s"]
+            del seed["wall_s"], seed["peak_rss_bytes"], seed["learners"]["gln"]["seconds"], seed["learners"]["gln"]["examples_per_s"]
     assert two == one and [seed["seed"] for seed in one] == [0, 1]
 
 
@@ -121,8 +122,8 @@ def test_transfer_rows_summarise_each_sequence_early_loss():
 
 def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
     matrices = [[[0.9, 0.1], [0.6, 0.8]], [[0.7, 0.2], [0.4, 1.0]]]  # two seeds, two tasks
-    seeds = [{"seed": s, "tasks": ["a", "b"], "learners": {"gln": {"variants": {"frozen": {"acc": 0.7, "matrix": R}}}}}
-             for s, R in enumerate(matrices)]
+    seeds = [{"seed": s, "wall_s": 10.0 + 2 * s, "peak_rss_bytes": (s + 1) * 10**9, "tasks": ["a", "b"],
+              "learners": {"gln": {"variants": {"frozen": {"acc": 0.7, "matrix": R}}}}} for s, R in enumerate(matrices)]
     results = {"experiment": "split-mnist", "kind": configs.TASK_MATRIX, "n_seeds": 2, "config": {},
                "seeds": seeds, "summary": summarise(seeds)}
     learning = [row for row in report.rows(results) if row["metric"] == "learning_acc"]
@@ -134,6 +135,7 @@ def test_task_matrix_report_gives_learning_accuracy_and_per_task_rows():
     table = report.markdown([results])
     assert "| split-mnist | GLN | frozen | after the last task | 50.0 | 90.0 |" in table
     assert "| split-mnist | GLN | frozen | right after its own | 80.0 | 90.0 |" in table
+    assert "| split-mnist | 2 | 11 | 10-12 | 2.0 |" in table  # seeds, wall s (mean, range), peak GB
 
 
 def test_oracle_rows_give_each_rivals_paired_gap_to_nctl():

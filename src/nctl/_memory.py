@@ -24,6 +24,16 @@ def available_memory() -> int | None:
     return free[0] if free else None
 
 
+def peak_resident_bytes() -> int | None:
+    """The largest resident memory this process has held so far (``VmHWM``, Linux); None when unknown."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    peak = [int(line.split()[1]) * 1024 for line in lines if line.startswith("VmHWM:")]
+    return peak[0] if peak else None
+
+
 def check_fits(what: str, needed: int, remedy: str) -> None:
     """MemoryError, naming ``what``, the GB needed and free and the ``remedy``, when ``needed`` bytes
     exceed the free memory (nothing is checked when that is unknown)."""

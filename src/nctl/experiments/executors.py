@@ -44,7 +44,8 @@ def local(workers: int = 1) -> Executor:
             yield from in_process(fn, tasks, progress)
             return
         context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
-        pool = futures.ProcessPoolExecutor(workers, mp_context=context)
+        # a process per task: each seed's memory, and its peak, is its own
+        pool = futures.ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1)
         try:
             jobs = {pool.submit(fn, *task): index for index, task in enumerate(tasks)}
             for job in futures.as_completed(jobs):

@@ -155,6 +155,16 @@ def per_task_lines(results: dict) -> list[str]:
     return lines
 
 
+def cost_line(results: dict) -> str:
+    """One markdown row: seeds, wall time per seed (mean, min-max) and the largest peak resident
+    memory over the seeds (results files from before it was recorded show -)."""
+    walls = [seed["wall_s"] for seed in results["seeds"] if seed.get("wall_s") is not None]
+    peaks = [seed["peak_rss_bytes"] for seed in results["seeds"] if seed.get("peak_rss_bytes")]
+    wall = f"{np.mean(walls):,.0f} | {min(walls):,.0f}-{max(walls):,.0f}" if walls else "- | -"
+    peak = f"{max(peaks) / 1e9:.1f}" if peaks else "-"
+    return f"| {results['experiment']} | {len(results['seeds'])} | {wall} | {peak} |"
+
+
 def _over_sequences(values: list[float]) -> dict | None:
     """Mean, std and 95% CI of one number per sequence (seed)."""
     if not values:
@@ -185,6 +195,8 @@ def markdown(results_list: Iterable[dict]) -> str:
         per_task = per_task_lines(results)
         if per_task:
             lines += ["", *per_task]
+    lines += ["", "| experiment | seeds | wall s per seed | min-max | peak memory GB |", "|---|---|---|---|---|",
+              *(cost_line(results) for results in results_list)]
     if anchors:
         lines += ["", "Anchors (docs/protocols.md; accuracies in %):", *anchors]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ import numpy as np
 
 import nctl
 from nctl import evaluate, streams
-from nctl._memory import available_memory
+from nctl._memory import available_memory, peak_resident_bytes
 from nctl.baselines import (
     MLPLearner,
     NoChangeLearner,
@@ -327,9 +327,10 @@ RUNNERS = {
 
 def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None,
              progress: StepProgress | None = None) -> dict:
-    """Run one seed of ``exp``; the result carries its seed and wall time (of this process).
+    """Run one seed of ``exp``; the result carries its seed, wall time and the process's peak resident
+    memory (the seed's own when the seed has its process, as with ``--workers`` > 1; else an upper bound).
     ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step counter) apply to
     task-matrix experiments (``run_task_matrix``)."""
     extra = {"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX else {}
     result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **extra)
-    return {"seed": seed, "wall_s": seconds, **result}
+    return {"seed": seed, "wall_s": seconds, "peak_rss_bytes": peak_resident_bytes(), **result}
