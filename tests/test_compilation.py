@@ -1,4 +1,5 @@
-"""The persistent compilation cache: a second process loads what the first compiled."""
+"""Compilation: the persistent cache (a second process loads what the first compiled), and no
+compilation in the middle of a stream."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import os
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pytest
 
+import nctl
 from nctl import compilation
 
 SCRIPT = """
@@ -88,3 +92,28 @@ def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_lear
     model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
     p = model.learn_many(np.ones((3, 2), np.float32), np.array([1, 1, 1]))
     assert double._cache_size() == 0 and np.all(np.isfinite(p)) and model.t_ == 3
+
+
+def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row():
+    """§6.8: the pool-boundary program is compiled with the first row's, and every program keeps its
+    inputs' kind of array, so the first boundaries (steps 4, 8, ...) and the predictions after them
+    find their programs ready (a cold process stalled for seconds at the first boundary before)."""
+    compiles = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        model.predict_proba_one(X[0])
+        model.learn_one(X[0], 1)
+        first = len(compiles)
+        for x in X[1:]:
+            model.predict_proba_one(x)
+            model.learn_one(x, int(x[0] > 0))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert first > 0 and len(compiles) == first and model.t_ == 20

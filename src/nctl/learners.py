@@ -115,7 +115,7 @@ class _OnlineLearner:
         if self.state_ is None:
             _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             self.n_features_ = n_features
-            self.state_ = self._init_state(n_features)
+            self.state_ = _committed(self._init_state(n_features))
 
     def _outputs(self, probs: np.ndarray) -> np.ndarray:
         """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
@@ -188,7 +188,7 @@ class _OnlineLearner:
     def copy(self):
         """An independent snapshot: learning on it never changes this learner."""
         twin = type(self)(**self.params())
-        twin.state_ = None if self.state_ is None else jax.tree.map(jnp.copy, self.state_)
+        twin.state_ = None if self.state_ is None else _committed(jax.tree.map(jnp.copy, self.state_))
         twin.n_features_, twin.t_ = self.n_features_, self.t_
         self._copy_extra(twin)
         return twin
@@ -212,6 +212,13 @@ class _OnlineLearner:
 
     def _shape_meta(self) -> dict:
         return {}
+
+
+def _committed(state):
+    """``state`` committed to the default device. Programs compiled ahead of need (engine §6.8) return
+    committed arrays, and a jitted program compiles once per committed-ness of its inputs: a state that
+    is committed from the start has one kind of array all its life, so nothing compiles twice."""
+    return jax.device_put(state, jax.devices()[0])
 
 
 def _jsonable(params: dict) -> dict:
@@ -269,7 +276,7 @@ def _restore(path):
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             leaves.append(jnp.asarray(got))
             del got
-    learner.state_ = jax.tree.unflatten(treedef, leaves)
+    learner.state_ = _committed(jax.tree.unflatten(treedef, leaves))
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     learner._after_restore(meta["shapes"])
     return learner

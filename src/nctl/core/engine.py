@@ -29,6 +29,8 @@ reservoir size, ``A_r`` record rows, ``d`` features, ``H`` hidden inputs recorde
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import partial
 from typing import Any, Callable, NamedTuple
 
@@ -792,15 +794,60 @@ _resize = jax.jit(resize, static_argnums=(1, 2))
 # ----------------------------------------------------------------------------- entry points
 
 
+class _CompiledAhead:
+    """A program compiled in a daemon thread while the caller goes on (a process may exit before it is
+    needed, and need not wait for it)."""
+
+    def __init__(self, lower: Callable[[], Any]):
+        self._program, self._error = None, None
+        self._thread = threading.Thread(target=self._compile, args=(lower,), daemon=True)
+        self._thread.start()
+
+    def _compile(self, lower):
+        try:
+            self._program = lower().compile()
+        except Exception as error:  # raised where the program is wanted
+            self._error = error
+
+    def program(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._program
+
+
+BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose compiled boundary stays at hand (a few: each holds memory)
+_boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
+
+
+def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
+    """The boundary program of ``cfg``, compiled in the background from the first call for ``cfg``: ``learn``
+    starts it with the step program's compilation and waits for it before returning, so that compiling
+    costs the first call the longer of the two, and the first pool boundary (step ``P``) of a stream
+    learned one row at a time does not stall (§6.8)."""
+    if cfg not in _boundary_programs:
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
+                                                             sharding=a.sharding), state)
+        _boundary_programs[cfg] = _CompiledAhead(lambda: boundary.lower(shapes, cfg))
+        while len(_boundary_programs) > BOUNDARY_PROGRAMS_KEPT:
+            _boundary_programs.popitem(last=False)
+    _boundary_programs.move_to_end(cfg)
+    return _boundary_programs[cfg]
+
+
 def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
     """Learn the rows of ``X`` [n, d], ``Y`` [n] in order. Returns ``(state, cfg, predictions [n, classes],
     observations)``; the configuration changes when the state had to grow (a longer stream than
     ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
+    if not state.schedule.t.committed:  # as the boundary program's outputs are: each program compiles once
+        state = jax.device_put(state, jax.devices()[0])
+    boundary_program(state, cfg)
     probs, observations, a = [], [], 0
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
         if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
             state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
+            boundary_program(state, cfg)
         n = min(LEARN_BLOCK, X.shape[0] - a)
         Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
         Z[:n] = X[a:a + n]
@@ -815,12 +862,13 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
         a += done
         t = None if t is None else t + done
         if bool(due):
-            state = boundary(state, cfg)
+            state = boundary_program(state, cfg).program()(state)
             if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
                 state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
+    boundary_program(state, cfg).program()  # ready before the stream goes on: no stall at its first boundary
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
 
 
