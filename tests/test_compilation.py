@@ -95,9 +95,10 @@ def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_lear
 
 
 def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row():
-    """§6.8: the pool-boundary program is compiled with the first row's, and every program keeps its
-    inputs' kind of array, so the first boundaries (steps 4, 8, ...) and the predictions after them
-    find their programs ready (a cold process stalled for seconds at the first boundary before)."""
+    """§6.8: the pool-boundary and one-row prediction programs are compiled with the first row's, and
+    every program keeps its inputs' kind of array, so the first boundaries (steps 4, 8, ...) and the
+    first predictions find their programs ready (a cold process stalled for seconds at the first
+    boundary before)."""
     compiles = []
 
     def listen(event, duration, **kwargs):
@@ -108,8 +109,7 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        model.predict_proba_one(X[0])
-        model.learn_one(X[0], 1)
+        model.learn_one(X[0], 1)  # river's order: the first prediction comes after the first learning
         first = len(compiles)
         for x in X[1:]:
             model.predict_proba_one(x)

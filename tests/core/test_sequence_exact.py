@@ -3,9 +3,12 @@
 import functools
 import itertools
 
+import jax
 import numpy as np
 import pytest
 
+from nctl.core import engine
+from nctl.core.rows import KTRows
 from nctl.sequence import FMN, KT, PTW
 from tests.reference.brute_force import anytime_depth, fmn_fixed_pool_log_prob, kt_log_prob, ptw_log_prob
 from tests.reference.fmn_reference import ReferenceFMN
@@ -183,6 +186,23 @@ def test_a_grid_of_split_probabilities_is_the_bayesian_mixture_of_the_literal_fm
     best = max(r.evidence[-1] for r in runs)
     assert best - np.log(len(grid)) <= mixture.evidence[-1] < best  # within log A of the best grid point
     assert_same_decisions(mixture, runs[0])
+
+
+def test_a_record_arena_doubled_mid_stream_changes_nothing():
+    """§6.5: small engines start with room for every record their pools can name; one started with too
+    few rows doubles its arena at a boundary, and the predictions and the final pool are the same."""
+    fmn = FMN(pool_size=3, min_segment=2, reservoir_size=8, eviction="spacing")
+    bits = random_recurring_bits(np.random.default_rng(9), 400)
+    roomy = fmn.config(len(bits))
+    small = engine.configure(0, (1,), 0, KTRows(), roomy.pool, roomy.prior, 2, roomy.max_depth, record_rows=24)
+    runs = []
+    for cfg in (roomy, small):
+        state = engine.init(cfg, jax.random.PRNGKey(0), 0)
+        state, final, probs, _ = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits)
+        runs.append((probs, np.asarray(state.nets.roster), final.record_rows))
+    assert runs[1][2] > 24 and runs[1][2] < roomy.record_rows  # it grew, from less than the roomy arena
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
 def test_a_grid_of_one_split_probability_is_that_split_probability():

@@ -160,10 +160,24 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         slot_bytes = (max_depth + 1) * n * pool.lanes * width * 4
         shapes.append(LayerShape(offset, n, fan_in, width, blocks, slot_bytes <= VECTORISED_LAYER_BYTES))
         offset += n
-    if record_rows is None:
-        record_rows = pool.reservoir_size * (max_depth + 5) + 2 * pool.min_segment
-    return EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
-                        record_rows, arena_depth, tuple(shapes))
+    cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
+                       record_rows or 0, arena_depth, tuple(shapes))
+    return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
+
+
+EAGER_RECORD_BYTES = 64 * 2**20  # record arenas this small hold every record the pools can name from the start
+
+
+def initial_record_rows(cfg: EngineConfig) -> int:
+    """Rows of a new record arena (§6.5): room for every record that the pool entries' lineages and the
+    live segments' reservoirs can name (``nets E N R + S R + 2P``) when that takes at most
+    ``EAGER_RECORD_BYTES``, so that a stream (almost) never doubles the arena, which would compile new
+    programs mid-stream; else ``R (D + 5) + 2P``, doubled when full."""
+    R, P = cfg.pool.reservoir_size, cfg.chunk
+    lazy = R * (cfg.max_depth + 5) + 2 * P
+    named = cfg.n_nets * cfg.entries * cfg.neurons * R + cfg.slots * R + 2 * P
+    row_bytes = 4 * (cfg.n_features + 1 + cfg.n_nets * cfg.hidden_width)
+    return max(lazy, named) if named * row_bytes <= EAGER_RECORD_BYTES else lazy
 
 
 EAGER_ARENA_BYTES = 64 * 2**20  # arenas this small are sized for max_depth at once: never enlarged
@@ -820,15 +834,22 @@ BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose compiled boundary stays at ha
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
 
 
+def _lower_ahead(shapes, cfg: EngineConfig):
+    """The boundary, lowered; first the one-row prediction is compiled into ``jit``'s own cache (with
+    committed states the two agree), so that the river path's first prediction finds it too."""
+    _predict.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), cfg).compile()
+    return boundary.lower(shapes, cfg)
+
+
 def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
-    """The boundary program of ``cfg``, compiled in the background from the first call for ``cfg``: ``learn``
-    starts it with the step program's compilation and waits for it before returning, so that compiling
-    costs the first call the longer of the two, and the first pool boundary (step ``P``) of a stream
-    learned one row at a time does not stall (§6.8)."""
+    """The boundary program of ``cfg`` (and the one-row prediction), compiled in the background from the
+    first call for ``cfg``: ``learn`` starts it with the step program's compilation and waits for it
+    before returning, so that the first pool boundary (step ``P``) of a stream learned one row at a time
+    does not stall (§6.8)."""
     if cfg not in _boundary_programs:
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
                                                              sharding=a.sharding), state)
-        _boundary_programs[cfg] = _CompiledAhead(lambda: boundary.lower(shapes, cfg))
+        _boundary_programs[cfg] = _CompiledAhead(partial(_lower_ahead, shapes, cfg))
         while len(_boundary_programs) > BOUNDARY_PROGRAMS_KEPT:
             _boundary_programs.popitem(last=False)
     _boundary_programs.move_to_end(cfg)
