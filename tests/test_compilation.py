@@ -3,6 +3,7 @@ compilation in the middle of a stream."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -61,37 +62,51 @@ def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
     assert compilation.cli_cache() is None
 
 
-def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
-    import jax
-    import jax.numpy as jnp
+@contextlib.contextmanager
+def backend_compilations():
+    """A list that collects the duration of every program XLA compiles inside the block."""
+    compiles = []
 
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield compiles
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def compilations_of(fn, *args) -> int:
+    with backend_compilations() as compiles:
+        jax.block_until_ready(fn(*args))
+    return len(compiles)
+
+
+def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
     from nctl import _memory
 
     if _memory._map_counts() is None:
         pytest.skip("no /proc: the mapping limit is Linux's")
-    double = jax.jit(lambda x: 2 * x)
-    double(jnp.ones(3))
-    assert not _memory.trim_compiled_programs() and double._cache_size() == 1
+    double, x = jax.jit(lambda x: 2 * x), np.ones(3)
+    assert compilations_of(double, x) == 1
+    assert not _memory.trim_compiled_programs() and compilations_of(double, x) == 0  # kept
     monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)
-    assert _memory.trim_compiled_programs() and double._cache_size() == 0
+    assert _memory.trim_compiled_programs() and compilations_of(double, x) == 1  # dropped: compiled again
 
 
 def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_learns(monkeypatch):
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    import nctl
     from nctl import _memory
 
     if _memory._map_counts() is None:
         pytest.skip("no /proc: the mapping limit is Linux's")
-    double = jax.jit(lambda x: 2 * x)
-    double(jnp.ones(3))
+    double, x = jax.jit(lambda x: 3 * x), np.ones(3)
+    assert compilations_of(double, x) == 1
     monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)  # as if this process were at the limit
     model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
     p = model.learn_many(np.ones((3, 2), np.float32), np.array([1, 1, 1]))
-    assert double._cache_size() == 0 and np.all(np.isfinite(p)) and model.t_ == 3
+    assert compilations_of(double, x) == 1 and np.all(np.isfinite(p)) and model.t_ == 3
 
 
 def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row():
@@ -99,21 +114,12 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     every program keeps its inputs' kind of array, so the first boundaries (steps 4, 8, ...) and the
     first predictions find their programs ready (a cold process stalled for seconds at the first
     boundary before)."""
-    compiles = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
-
     X = np.random.default_rng(0).normal(size=(20, 3))
     model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with backend_compilations() as compiles:
         model.learn_one(X[0], 1)  # river's order: the first prediction comes after the first learning
         first = len(compiles)
         for x in X[1:]:
             model.predict_proba_one(x)
             model.learn_one(x, int(x[0] > 0))
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
     assert first > 0 and len(compiles) == first and model.t_ == 20
