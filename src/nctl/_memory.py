@@ -16,22 +16,22 @@ def available_memory() -> int | None:
     if device.platform != "cpu":
         stats = device.memory_stats() or {}
         return stats["bytes_limit"] - stats.get("bytes_in_use", 0) if "bytes_limit" in stats else None
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return None
-    free = [int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")]
-    return free[0] if free else None
+    return _proc_bytes("/proc/meminfo", "MemAvailable")
 
 
 def peak_resident_bytes() -> int | None:
     """The largest resident memory this process has held so far (``VmHWM``, Linux); None when unknown."""
+    return _proc_bytes("/proc/self/status", "VmHWM")
+
+
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A ``field: N kB`` line of a Linux /proc file, in bytes; None off Linux or without the field."""
     try:
-        lines = Path("/proc/self/status").read_text().splitlines()
+        lines = Path(path).read_text().splitlines()
     except OSError:
         return None
-    peak = [int(line.split()[1]) * 1024 for line in lines if line.startswith("VmHWM:")]
-    return peak[0] if peak else None
+    found = [int(line.split()[1]) * 1024 for line in lines if line.startswith(field + ":")]
+    return found[0] if found else None
 
 
 def check_fits(what: str, needed: int, remedy: str) -> None:

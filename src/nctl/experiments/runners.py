@@ -30,10 +30,10 @@ from nctl.baselines import (
 )
 from nctl.core.pool import EVENTS as POOL_EVENTS
 from nctl.evaluate import LOG_LOSS_EPS
-from nctl.learners import SPLIT_GRID
 from nctl.experiments import configs
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
+from nctl.learners import SPLIT_GRID
 from nctl.streams.base import TaskStream
 
 StepProgress = Callable[[str, int, int], None]  # (what is training, steps trained, steps in all)
