@@ -8,11 +8,13 @@ data set's files are not there.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from nctl import _memory
+from nctl import _memory, compilation
 from nctl.data.registry import get_dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +23,25 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 # the command line turns on JAX's persistent compilation cache; the tests call it in this process and
 # leave the user's cache alone (tests/test_compilation.py checks the cache in processes of its own)
 os.environ["NCTL_CACHE_DIR"] = "off"
+
+SESSION_CACHE = "NCTL_TEST_SESSION_CACHE"  # the folder of this test run's compiled programs
+_OWNS_CACHE = pytest.StashKey[bool]()
+
+
+def pytest_configure(config):
+    """One persistent compilation cache per test run, shared by its worker processes: a program that one
+    worker compiled, or that this worker dropped near the memory-map limit, loads instead of compiling
+    again. The process that made the folder (pytest-xdist's controller, or a run without workers, whose
+    environment the workers inherit) removes it at the end."""
+    config.stash[_OWNS_CACHE] = SESSION_CACHE not in os.environ
+    if config.stash[_OWNS_CACHE]:
+        os.environ[SESSION_CACHE] = tempfile.mkdtemp(prefix="nctl-tests-jax-cache-")
+    compilation.enable_compilation_cache(os.environ[SESSION_CACHE])
+
+
+def pytest_unconfigure(config):
+    if config.stash.get(_OWNS_CACHE, False):
+        shutil.rmtree(os.environ.pop(SESSION_CACHE), ignore_errors=True)
 
 
 def _real_data_dir(dataset: str) -> Path:

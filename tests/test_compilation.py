@@ -64,18 +64,25 @@ def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
 
 @contextlib.contextmanager
 def backend_compilations():
-    """A list that collects the duration of every program XLA compiles inside the block."""
+    """A list that collects every program made inside the block: compiled by XLA, or loaded from the
+    test session's persistent cache (conftest.py), which stands for a compilation."""
     compiles = []
 
-    def listen(event, duration, **kwargs):
+    def compiled(event, duration, **kwargs):
         if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
+            compiles.append(event)
 
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    def loaded(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(compiled)
+    jax.monitoring.register_event_listener(loaded)
     try:
         yield compiles
     finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+        jax.monitoring.unregister_event_duration_listener(compiled)
+        jax.monitoring.unregister_event_listener(loaded)
 
 
 def compilations_of(fn, *args) -> int:

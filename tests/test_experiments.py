@@ -12,17 +12,21 @@ from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, summarise
 
 SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
+# 72 steps: a tree of depth 7 also holds the 50 adaptation steps of adapt50 (no enlargement to compile)
+PERMUTED_TINY = {"steps_per_task": "24", "max_test": "30", "stream_args.n_tasks": "3", "network.context_bits": "1"}
 TINY = {
     "split-mnist": {"steps_per_task": "40", "max_test": "40"},
     "split-mnist-deskewed": {"steps_per_task": "40", "max_test": "40"},
     "split-fashion-mnist": {"steps_per_task": "40", "eval_every": "40", "max_test": "30"},
-    "permuted-mnist": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
-    "permuted-mnist-reduced": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
-    "permuted-mnist-deskewed": {"steps_per_task": "20", "max_test": "30", "stream_args.n_tasks": "3"},
+    "permuted-mnist": PERMUTED_TINY,
+    "permuted-mnist-reduced": PERMUTED_TINY,
+    "permuted-mnist-deskewed": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},
-    "elec2-5": {"max_steps": "250"},
+    "elec2-5": {"max_steps": "250", "learners": '["nctl-grid", "gln", "mlp", "no-change", "river:hoeffding_adaptive_tree", '
+                                                 '"river:adaptive_random_forest", "river:logistic_regression", '
+                                                 '"river:leveraging_bagging"]'},
     "elec2-8": {"max_steps": "250", "learners": '["nctl", "no-change", "river:alma"]'},
     "mnist-gln": {"max_steps": "300"},
     "mnist-gln-deskewed": {"max_steps": "300", "network.context_bits": "2"},
