@@ -2,9 +2,13 @@
 
 Times the two compiled programs of ``nctl.core.engine`` separately (``run_steps``: the steps;
 ``boundary``: the pool updates every ``P`` steps) over windows of the throughput benchmark, then takes
-a JAX profile of one window and lists the XLA operations that took the most time (exclusive), per step.
+a JAX profile of one window and lists the XLA operations that took the most time (exclusive), per step,
+with the count of operations run per step and their summed time. ``--tabular`` profiles the river
+adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 rows), where a step is
+small and the count of operations decides its time; it also times a call that learns no row (the
+fixed cost of a call, as ``learn_one`` pays it).
 
-    python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12]
+    python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
 
 import argparse
@@ -19,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from throughput import jump_to, nctl_window, window_start
@@ -34,9 +39,9 @@ def timed(name: str, fn, totals: dict):
     return run
 
 
-def top_operations(trace_dir: Path, steps: int, top: int) -> list:
-    """The ``top`` XLA operations by exclusive time in the profile (a loop's span minus the operations
-    inside it), in ms per step, with their call counts."""
+def operation_times(trace_dir: Path) -> tuple:
+    """Exclusive time (us; a loop's span minus the operations inside it) and call count of every XLA
+    operation in the profile, as two Counters by (program, operation name)."""
     trace = next(trace_dir.rglob("perfetto_trace.json.gz"))
     events = json.load(gzip.open(trace))
     events = events["traceEvents"] if isinstance(events, dict) else events
@@ -44,21 +49,59 @@ def top_operations(trace_dir: Path, steps: int, top: int) -> list:
     for event in events:
         if event.get("ph") == "X" and "dur" in event:
             by_thread[event.get("pid"), event.get("tid")].append(event)
-    total, calls = collections.Counter(), collections.Counter()
+    total, calls = collections.Counter(), collections.Counter()  # by (program, operation)
     for spans in by_thread.values():
         spans.sort(key=lambda e: (e["ts"], -e["dur"]))
         open_spans = []
         for event in spans:
-            while open_spans and open_spans[-1]["ts"] + open_spans[-1]["dur"] <= event["ts"]:
+            key = event.get("args", {}).get("hlo_module"), event["name"]
+            while open_spans and open_spans[-1][1]["ts"] + open_spans[-1][1]["dur"] <= event["ts"]:
                 open_spans.pop()
             if open_spans:  # nested: its time is not its parent's own
-                total[open_spans[-1]["name"]] -= event["dur"]
-            total[event["name"]] += event["dur"]
-            calls[event["name"]] += 1
-            open_spans.append(event)
+                total[open_spans[-1][0]] -= event["dur"]
+            total[key] += event["dur"]
+            calls[key] += 1
+            open_spans.append((key, event))
     # XLA operations only (lower-case HLO names such as "dot.33"), not Python frames or runtime spans
-    ops = [(name, us) for name, us in total.most_common() if re.fullmatch(r"[a-z][\w.-]*", name)]
-    return [{"op": name, "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[name]} for name, us in ops[:top]]
+    keys = [key for key in total if re.fullmatch(r"[a-z][\w.-]*", key[1])]
+    return collections.Counter({k: total[k] for k in keys}), collections.Counter({k: calls[k] for k in keys})
+
+
+# the engine's named scopes (jax.named_scope in nctl.core), innermost first wins
+REGIONS = ("posterior", "assign_lanes", "allocate", "fill_blocks", "train_rows", "source_predictions", "layer_pass",
+           "record", "restart", "free_blocks", "advance", "pool_update", "reserve_records")
+
+
+def regions_of(programs: dict) -> dict:
+    """``(program, operation) -> region``: the innermost engine scope in each operation's name stack, from
+    the compiled programs' HLO (``programs``: profile module name -> compiled program); "other" for the
+    glue between scopes and the copies XLA adds."""
+    regions = {}
+    for module, compiled in programs.items():
+        for line in compiled.as_text().splitlines():
+            found = re.match(r"\s*(?:ROOT )?%?([\w.-]+) = .*op_name=\"([^\"]+)\"", line)
+            if found:
+                scopes = [part for part in found.group(2).split("/") if part in REGIONS]
+                regions[module, found.group(1)] = scopes[-1] if scopes else "other"
+    return regions
+
+
+def profile_summary(trace_dir: Path, steps: int, top: int, programs: dict) -> dict:
+    """The ``top`` XLA operations by exclusive time, in ms per step with their call counts; the
+    operations run per step with their summed time; and both per engine region (``regions_of``)."""
+    total, calls = operation_times(trace_dir)
+    regions = regions_of(programs)
+    by_region = collections.defaultdict(lambda: [0.0, 0.0])
+    for key, us in total.items():
+        region = by_region[regions.get(key, "other")]
+        region[0] += calls[key] / steps
+        region[1] += us / 1e3 / steps
+    return {"operations_per_step": round(sum(calls.values()) / steps, 1),
+            "operations_ms_per_step": round(sum(total.values()) / 1e3 / steps, 3),
+            "by_region": {name: {"operations_per_step": round(n, 1), "ms_per_step": round(ms, 3)}
+                          for name, (n, ms) in sorted(by_region.items(), key=lambda item: -item[1][1])},
+            "top_operations": [{"op": name, "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[key]}
+                               for key, us in total.most_common(top) for name in [key[1]]]}
 
 
 def main() -> None:
@@ -66,7 +109,10 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window-steps", type=int, default=256)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--tabular", action="store_true", help="profile the river adapter's defaults instead")
     args = parser.parse_args()
+    if args.tabular:
+        return tabular_profile(args)
     model, X, y = nctl_window(args.window_steps, np.random.default_rng(0))
     model.learn_many(X[:64], y[:64])  # compile
 
@@ -81,14 +127,52 @@ def main() -> None:
         engine.run_steps, engine.boundary = programs
     steps = args.windows * args.window_steps
 
+    profile = profiled(model, X, y, args.top)
+    print(json.dumps({"cpu": cpu_name(), "steps": steps,
+                      **{f"{name}_ms_per_step": round(1e3 * s / steps, 3) for name, s in totals.items()},
+                      "profiled_window_start": model.t_ - len(X) + 1, **profile}, indent=2))
+
+
+def profiled(model, X, y, top: int) -> dict:
+    """``profile_summary`` of ``model`` learning the rows of ``X``."""
+    Z = np.zeros((engine.LEARN_BLOCK, X.shape[1]), np.float32)
+    labels = np.zeros(engine.LEARN_BLOCK, np.int32)
+    programs = {"jit_run_steps": engine.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None).compile(),
+                "jit_boundary": engine.boundary.lower(model.state_, model.cfg_).compile()}
     with tempfile.TemporaryDirectory() as folder:
         jax.profiler.start_trace(folder, create_perfetto_trace=True)
         model.learn_many(X, y)
         jax.profiler.stop_trace()
-        ops = top_operations(Path(folder), args.window_steps, args.top)
-    print(json.dumps({"cpu": cpu_name(), "steps": steps,
-                      **{f"{name}_ms_per_step": round(1e3 * s / steps, 3) for name, s in totals.items()},
-                      "profiled_window_start": model.t_ - args.window_steps + 1, "top_operations": ops}, indent=2))
+        return profile_summary(Path(folder), len(X), top, programs)
+
+
+def tabular_profile(args) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1024 + 2 * args.window_steps, 8)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    model = nctl.NCTL.tabular()
+    model.learn_many(X[:1024], y[:1024])
+    window = slice(1024, 1024 + args.window_steps)
+    start = time.perf_counter()
+    model.learn_many(X[window], y[window])
+    learn_many_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
+    start = time.perf_counter()
+    for x, label in zip(X[window.stop:], y[window.stop:]):
+        model.learn_one(x, label)
+    learn_one_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
+    Z = np.zeros((engine.LEARN_BLOCK, 8), np.float32)
+    labels = np.zeros(engine.LEARN_BLOCK, np.int32)
+    state, calls = model.state_, 200
+    start = time.perf_counter()
+    for _ in range(calls):  # a call that learns no row: the fixed cost of a call
+        state = engine.run_steps(state, Z, labels, 0, model.cfg_, None)[0]
+    jax.block_until_ready(state)
+    empty_call_ms = 1e3 * (time.perf_counter() - start) / calls
+    model.state_ = state
+    profile = profiled(model, X[window], y[window], args.top)
+    print(json.dumps({"cpu": cpu_name(), "config": "NCTL.tabular(), 8 features", "window_steps": args.window_steps,
+                      "learn_many_ms_per_row": round(learn_many_ms, 3), "learn_one_ms_per_row": round(learn_one_ms, 3),
+                      "empty_call_ms": round(empty_call_ms, 3), **profile}, indent=2))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ class Pending(NamedTuple):
     order: jax.Array  # [X, N] int32
 
 
+@jax.named_scope("pool_update")
 def update_pool(nets: Net, state: State, adv, cfg: EngineConfig) -> Net:
     positives = jnp.asarray(cfg.positives)
     return engine.per_net(lambda net, positive: _update_net(net, positive, state, adv, cfg), nets, positives)
@@ -305,7 +306,7 @@ def _detach(net: Net, writes, target, kept, cfg: EngineConfig, now) -> Net:
     """Before entry ``target`` [N] is overwritten: continuing slots whose members still read it keep its
     lineage (copied into the slot) and, in exact mode, get every remaining block of those neurons
     created and filled from the current sources (§6.4)."""
-    S, k, N = cfg.slots, cfg.pool.capacity, cfg.neurons
+    S, N = cfg.slots, cfg.neurons
     continuing = (jnp.arange(S) < kept)[:, None, None]
     hit = continuing & writes & (net.source == target) & ~net.detached  # [S, k, N]
     entry = jnp.maximum(target, 0)
@@ -343,6 +344,7 @@ def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig, now) -> Net:
 # ----------------------------------------------------------------------------- records
 
 
+@jax.named_scope("reserve_records")
 def reserve_records(state: State, cfg: EngineConfig) -> State:
     """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5)."""
     records, sched = state.records, state.schedule

@@ -470,6 +470,7 @@ def mixture_posterior(logits, dtype):
     return weights / total[:, None], top[:, 0] + jnp.log(total).astype(jnp.float64)
 
 
+@jax.named_scope("posterior")
 def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     """``alpha = softmax_m(log lambda + L)``, ``pi_j = softmax_j(Lambda_j + R_canon(j))`` summed per slot (§3.3)."""
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
@@ -480,6 +481,7 @@ def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     return Posterior(alpha, pi, jnp.zeros_like(log_r).at[canon].add(pi), logsumexp(level_logits, axis=0))
 
 
+@jax.named_scope("assign_lanes")
 def assign_lanes(net: Net, post: Posterior, sched: tree.Schedule, cfg: EngineConfig):
     """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
     stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since)."""
@@ -504,6 +506,7 @@ def assign_lanes(net: Net, post: Posterior, sched: tree.Schedule, cfg: EngineCon
 # ----------------------------------------------------------------------------- blocks
 
 
+@jax.named_scope("allocate")
 def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, context):
     """New blocks for the (slot, neuron, context) items where ``need`` (arrays that broadcast together);
     returns the net and the item's block (new where needed)."""
@@ -517,6 +520,7 @@ def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, contex
     return net._replace(block_of=block_of, n_free=net.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
 
 
+@jax.named_scope("fill_blocks")
 def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, lanes_mask, step):
     """Copy into ``block`` the source rows of the lanes in ``lanes_mask`` [..., W] (blocks just created,
     and lanes handed to a new member): compacted, ``N_i`` items per round."""
@@ -553,6 +557,7 @@ def _put(items: tuple, index: int, value) -> tuple:
     return items[:index] + (value,) + items[index + 1:]
 
 
+@jax.named_scope("free_blocks")
 def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
     """Return the blocks of slots ``first .. stop - 1`` to their layers' free stacks."""
 
@@ -572,11 +577,12 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
 # ----------------------------------------------------------------------------- one layer
 
 
+@jax.named_scope("layer_pass")
 def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
     """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
     learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q)."""
     shape = cfg.layers[layer]
-    W, k, S = cfg.pool.lanes, cfg.pool.capacity, cfg.slots
+    W, S = cfg.pool.lanes, cfg.slots
     neurons = jnp.arange(shape.neurons)
     positions = jnp.arange(S)[:, None]
     live = jnp.arange(S) < sched.size
@@ -598,6 +604,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     read = jnp.where(live[:, None], block, 0)
     write = unique_or_drop(block, live[:, None], shape.blocks)
 
+    @jax.named_scope("train_rows")
     def train(blocks, index, write_index):
         rows = blocks[index]
         q = cfg.rows.predict(rows, u)
@@ -619,7 +626,18 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     if learn and not cfg.pool.bounded:
         return net, jnp.moveaxis(q, 2, 1)
 
-    # rows not (yet) trained predict with their source: each pool entry once per step (§6.6)
+    return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
+
+
+@jax.named_scope("source_predictions")
+def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
+    """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i]: members without a
+    lane, and (when predicting) lanes not trained in their slot's block yet, predict with their source
+    row; each pool entry is predicted once per step (§6.6)."""
+    shape = cfg.layers[layer]
+    k, S = cfg.pool.capacity, cfg.slots
+    neurons = jnp.arange(shape.neurons)
+    positions = jnp.arange(S)[:, None]
     entries = net.pool_rows[layer].reshape(shape.neurons * cfg.contexts, -1)[neurons * cfg.contexts + contexts]
     entries = entries.reshape(shape.neurons, cfg.entries, shape.width)  # [N_i, E, width], one row per neuron
     q_entries = cfg.rows.predict(entries, u)
@@ -632,7 +650,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
     slot_member = jnp.where(member >= 0, member, k + 1)
     q_members = frozen.at[positions[..., None], neurons[None, :, None], slot_member].set(q, mode="drop")
-    return net, jnp.moveaxis(q_members, 2, 1)
+    return jnp.moveaxis(q_members, 2, 1)
 
 
 # ----------------------------------------------------------------------------- one step
@@ -685,7 +703,13 @@ def step(state: State, z, y, cfg: EngineConfig):
     sched = state.schedule
     x = (y == jnp.asarray(cfg.positives)).astype(jnp.float32)
     nets, p, hidden = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x)
-    records = state.records
+    return _record(state._replace(nets=nets), z, y, hidden, cfg), p
+
+
+@jax.named_scope("record")
+def _record(state: State, z, y, hidden, cfg: EngineConfig) -> State:
+    """Store step ``t``'s inputs, label and hidden logits, and offer it to every live slot's reservoir."""
+    sched, nets, records = state.schedule, state.nets, state.records
     row = records.free[(sched.t - 1) % cfg.chunk]
     nets = nets._replace(hidden=nets.hidden.at[:, row].set(hidden))
     keys = reservoir.event_key(state.key, reservoir.SEGMENT_TAG, sched.start, sched.t)
@@ -701,12 +725,13 @@ def step(state: State, z, y, cfg: EngineConfig):
         segment_n=jnp.where(live, n, records.segment_n),
         segment_seen=jnp.where(live, seen, records.segment_seen),
     )
-    return state._replace(nets=nets, records=records), p
+    return state._replace(nets=nets, records=records)
 
 
 # ----------------------------------------------------------------------------- boundary (end of a step)
 
 
+@jax.named_scope("advance")
 def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
     """Process the boundary of the next step: tree weights, pool updates of the segments that close
     (when ``pool_update``), pruning, popping the closed slots and pushing the new one (§3.2, §4.2-§4.7)."""
@@ -726,6 +751,7 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
     return boundary.reserve_records(state, cfg) if pool_update else state
 
 
+@jax.named_scope("restart")
 def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig) -> Net:
     """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
     live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
