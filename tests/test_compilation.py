@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import numpy as np
@@ -64,17 +65,18 @@ def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
 
 @contextlib.contextmanager
 def backend_compilations():
-    """A list that collects every program made inside the block: compiled by XLA, or loaded from the
-    test session's persistent cache (conftest.py), which stands for a compilation."""
+    """A list that collects, with the thread that made it, every program made inside the block:
+    compiled by XLA, or loaded from the test session's persistent cache (conftest.py), which stands for
+    a compilation."""
     compiles = []
 
     def compiled(event, duration, **kwargs):
         if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(event)
+            compiles.append(threading.get_ident())
 
     def loaded(event, **kwargs):
         if event == "/jax/compilation_cache/cache_hits":
-            compiles.append(event)
+            compiles.append(threading.get_ident())
 
     jax.monitoring.register_event_duration_secs_listener(compiled)
     jax.monitoring.register_event_listener(loaded)
@@ -86,9 +88,10 @@ def backend_compilations():
 
 
 def compilations_of(fn, *args) -> int:
+    """Programs made for ``fn(*args)`` in this thread (not by an earlier learner's compile-ahead thread)."""
     with backend_compilations() as compiles:
         jax.block_until_ready(fn(*args))
-    return len(compiles)
+    return compiles.count(threading.get_ident())
 
 
 def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):

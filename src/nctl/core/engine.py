@@ -520,10 +520,19 @@ def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, contex
     return net._replace(block_of=block_of, n_free=net.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
 
 
+FILL_ROUND_BYTES = 2**16  # a fill round of a small layer copies up to this many bytes of source rows
+
+
+def fill_round(shape: LayerShape, lanes: int) -> int:
+    """Items filled per round: a layer's neuron count, or as many multiples of it as fit in
+    ``FILL_ROUND_BYTES`` (a step's new blocks then take one round in small layers)."""
+    return shape.neurons * max(1, FILL_ROUND_BYTES // (shape.neurons * lanes * shape.width * 4))
+
+
 @jax.named_scope("fill_blocks")
 def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, lanes_mask, step):
     """Copy into ``block`` the source rows of the lanes in ``lanes_mask`` [..., W] (blocks just created,
-    and lanes handed to a new member): compacted, ``N_i`` items per round."""
+    and lanes handed to a new member): compacted, ``fill_round`` items per round."""
     shape = cfg.layers[layer]
     W = cfg.pool.lanes
     items = lanes_mask.shape[:-1]
@@ -534,7 +543,7 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
 
     def one_round(carry):
         pending, net = carry
-        (index,) = jnp.nonzero(pending, size=min(shape.neurons, count), fill_value=count)
+        (index,) = jnp.nonzero(pending, size=min(fill_round(shape, W), count), fill_value=count)
         valid = index < count
         i = jnp.minimum(index, count - 1)
         lanes = mask[i] & valid[:, None]  # [F, W]
