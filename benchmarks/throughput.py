@@ -9,7 +9,10 @@ mixture has k + 1 members and every closing segment runs the full pool tests), a
 steps are learned for real, pool updates included. The physical floor of a step is reading and
 writing each live weight row once at the machine's copy bandwidth.
 
-    python benchmarks/throughput.py [--windows 8] [--window-steps 256]
+With ``--trained-members B`` NCTL runs in bounded mode (only the ``B`` most probable members of each
+node learn; the floor then counts ``B`` trained rows per live slot and neuron).
+
+    python benchmarks/throughput.py [--windows 8] [--window-steps 256] [--trained-members B]
 """
 
 import argparse
@@ -62,15 +65,16 @@ def jump_to(model: "nctl.NCTL", t: int) -> None:
     model.t_ = t
 
 
-def row_bytes_per_step(live_slots: float) -> float:
-    """Weight bytes read and written per step: live slots x members x sum_i N_i K_i x 4 B x 2."""
+def row_bytes_per_step(live_slots: float, trained: int = POOL + 1) -> float:
+    """Weight bytes read and written per step: live slots x trained members x sum_i N_i K_i x 4 B x 2."""
     fan_ins = [N_FEATURES + 1] + [n + 1 for n in LAYERS[:-1]]
-    return live_slots * (POOL + 1) * sum(n * k for n, k in zip(LAYERS, fan_ins)) * 4 * 2
+    return live_slots * trained * sum(n * k for n, k in zip(LAYERS, fan_ins)) * 4 * 2
 
 
-def nctl_window(window_steps: int, rng):
-    """The benchmark's learner and one window of random rows: (model, X, y)."""
-    model = nctl.NCTL(layer_sizes=LAYERS, context_bits=CONTEXT_BITS, pool_size=POOL, depth=DEPTH)
+def nctl_window(window_steps: int, rng, trained_members: int | None = None):
+    """The benchmark's learner (bounded with ``trained_members``) and one window of random rows: (model, X, y)."""
+    model = nctl.NCTL(layer_sizes=LAYERS, context_bits=CONTEXT_BITS, pool_size=POOL, depth=DEPTH,
+                      trained_members=trained_members)
     X = rng.standard_normal((window_steps, N_FEATURES)).astype(np.float32)
     return model, X, rng.integers(0, 2, window_steps)
 
@@ -80,8 +84,8 @@ def window_start(w: int, windows: int) -> int:
     return 256 * (w * STREAM // windows // 256) + 256
 
 
-def nctl_throughput(windows: int, window_steps: int, rng) -> dict:
-    model, X, y = nctl_window(window_steps, rng)
+def nctl_throughput(windows: int, window_steps: int, rng, trained_members: int | None = None) -> dict:
+    model, X, y = nctl_window(window_steps, rng, trained_members)
     start = time.perf_counter()
     model.learn_many(X[:64], y[:64])
     compile_seconds = time.perf_counter() - start
@@ -103,16 +107,17 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=8)
     parser.add_argument("--window-steps", type=int, default=256)
     parser.add_argument("--gln-steps", type=int, default=20_000)
+    parser.add_argument("--trained-members", type=int, default=None, help="bounded mode's B (default: exact)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     bandwidth = copy_bandwidth()
     gln = gln_throughput(args.gln_steps, rng)
-    result = nctl_throughput(args.windows, args.window_steps, rng)
-    touched = row_bytes_per_step(result["mean_live_slots"])
+    result = nctl_throughput(args.windows, args.window_steps, rng, args.trained_members)
+    touched = row_bytes_per_step(result["mean_live_slots"], args.trained_members or POOL + 1)
     floor_ms = 1e3 * touched / bandwidth
     print(json.dumps({
         "config": {"features": N_FEATURES, "layers": LAYERS, "contexts": 2**CONTEXT_BITS, "pool": POOL, "depth": DEPTH,
-                   "stream": STREAM},
+                   "stream": STREAM, "trained_members": args.trained_members},
         "jax": jax.__version__, "device": str(jax.devices()[0]), "cpu": cpu_name(),
         "gln_examples_per_s": round(gln, 1),
         "nctl_examples_per_s": round(result["examples_per_s"], 1),
