@@ -1,4 +1,5 @@
-"""Shared data fixtures: the real data folder ($NCTL_DATA, else ../shared/data next to the repo).
+"""Shared data fixtures: the real data folder ($NCTL_DATA, else ../shared/data next to the repo); and one
+JAX compilation cache per test run, shared by its worker processes (``pytest_configure``).
 
 Tests that need a real data set take its fixture (``mnist_dir``, ``fashion_mnist_dir``,
 ``elec2_dir``) and carry the ``data`` marker; the fixture skips, naming what is missing, when the
