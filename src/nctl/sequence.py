@@ -96,8 +96,7 @@ class FMN:
     def config(self, n_steps: int) -> engine.EngineConfig:
         pool = PoolConfig(self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
                           self.skip_threshold, self.joint_evidence, self.eviction)
-        # after its last step the state is prepared for step n + 1: a tree that holds n + 1 steps
-        max_depth = max(self.depth or 0, tree.depth_for(n_steps + 1))
+        max_depth = max(self.depth or 0, engine.max_depth_for(n_steps))
         return engine.configure(0, (1,), 0, KTRows(), pool, tree.split_grid(self.split_prob), 2, max_depth)
 
     def run(self, bits) -> SequenceRun:

@@ -230,6 +230,17 @@ def test_log_probs_are_the_predictive_code_length_and_the_evidence_of_a_fixed_tr
         assert abs(evidence[-1] - log_probs[-1]) <= np.log(2) * np.ceil(np.log2(len(bits)))
 
 
+def test_a_string_of_a_power_of_two_length_is_learned_without_growing_the_engine(monkeypatch):
+    """The state after the last step is prepared for the next one, so 2^k bits need room for 2^k + 1
+    steps; sized for 2^k, the engine grew (and compiled every program again) at the last bit."""
+    def no_growth(*args):
+        raise AssertionError("the engine grew")
+
+    monkeypatch.setattr(engine, "_enlarge", no_growth)
+    bits = np.random.default_rng(5).integers(0, 2, 32)
+    assert np.all(np.isfinite(PTW().log_probs(bits)))
+
+
 def test_recurring_source_fmn_beats_ptw_beats_kt():
     rng = np.random.default_rng(0)
     rates = np.repeat([0.05, 0.95] * 8, 128)  # A B A B ... segments of 128 steps

@@ -180,6 +180,12 @@ def initial_record_rows(cfg: EngineConfig) -> int:
     return max(lazy, named) if named * row_bytes <= EAGER_RECORD_BYTES else lazy
 
 
+def max_depth_for(n_steps: int) -> int:
+    """The smallest ``max_depth`` whose state learns ``n_steps`` steps without growing: after step ``n``
+    the state is prepared for step ``n + 1`` (§6.1), so the tree must hold ``n + 1`` steps."""
+    return tree.depth_for(n_steps + 1)
+
+
 EAGER_ARENA_BYTES = 64 * 2**20  # arenas this small are sized for max_depth at once: never enlarged
 ARENA_HEADROOM = 3  # an enlarged arena holds trees this many levels deeper than the tree needs
 

@@ -7,7 +7,6 @@ matrices and curves, and the wall time and throughput of each learner.
 from __future__ import annotations
 
 import inspect
-import math
 import time
 from functools import partial
 from pathlib import Path
@@ -28,6 +27,7 @@ from nctl.baselines import (
     oracle_per_task,
     run_river,
 )
+from nctl.core import tree
 from nctl.core.pool import EVENTS as POOL_EVENTS
 from nctl.evaluate import LOG_LOSS_EPS
 from nctl.experiments import configs
@@ -69,11 +69,6 @@ def truncate(stream: TaskStream, max_steps: int | None) -> TaskStream:
                       stream.n_features, stream.n_classes)
 
 
-def tree_depth(n_steps: int) -> int:
-    """``D = ceil(log2 n)``: the smallest tree that covers the stream (docs/algorithm.md §3.4)."""
-    return max(1, math.ceil(math.log2(max(n_steps, 2))))
-
-
 LEARNERS = ("nctl", "nctl-grid", "gln", "oracle-1", "oracle-2", "mlp", "ewc", "online-ewc", "no-change")  # and "river:MODEL"
 
 
@@ -82,7 +77,7 @@ def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -
     n_classes, n_features = stream.n_classes, stream.n_features
     network = dict(exp.network)
     if name in ("nctl", "nctl-grid"):  # nctl-grid: the split probability mixed over SPLIT_GRID (algorithm.md §3.6)
-        params = {"depth": tree_depth(len(stream)), **exp.nctl}
+        params = {"depth": max(1, tree.depth_for(len(stream))), **exp.nctl}  # the tree covers the stream (§3.4)
         if name == "nctl-grid":
             params["split_prob"] = SPLIT_GRID
         return lambda: nctl.NCTL(**network, **params, n_classes=n_classes, seed=seed)
