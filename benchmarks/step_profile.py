@@ -141,7 +141,7 @@ def profiled(model, X, y, top: int) -> dict:
     """``profile_summary`` of ``model`` learning the rows of ``X``."""
     Z = np.zeros((engine.LEARN_BLOCK, X.shape[1]), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
-    programs = {"jit_run_steps": engine.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None).compile(),
+    programs = {"jit_run_steps": engine.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None, Z[0], False).compile(),
                 "jit_boundary": engine.boundary.lower(model.state_, model.cfg_).compile()}
     with tempfile.TemporaryDirectory() as folder:
         jax.profiler.start_trace(folder, create_perfetto_trace=True)
@@ -169,7 +169,7 @@ def tabular_profile(args) -> None:
     state, calls = model.state_, 200
     start = time.perf_counter()
     for _ in range(calls):  # a call that learns no row: the fixed cost of a call
-        state = engine.run_steps(state, Z, labels, 0, model.cfg_, None)[0]
+        state = engine.run_steps(state, Z, labels, 0, model.cfg_, None, Z[0], False)[0]
     jax.block_until_ready(state)
     empty_call_ms = 1e3 * (time.perf_counter() - start) / calls
     model.state_ = state

@@ -43,6 +43,24 @@ def test_learn_many_equals_a_loop_of_predict_then_learn_one(make, n_classes):
 
 
 @pytest.mark.parametrize("make, n_classes", LEARNERS)
+def test_rows_kept_back_by_learn_one_are_learned_before_anything_reads_the_learner(make, n_classes, tmp_path):
+    X, y = stream_arrays(100, n_classes=n_classes)  # more rows than learn_one keeps back at once
+    batch = make()
+    batch.learn_many(X, y)
+    one = make()
+    for x, label in zip(X, y):
+        one.learn_one(x, label)
+    assert one.t_ == len(X)
+    twin = one.copy()
+    one.save(tmp_path / "model.npz")
+    for reader in (one, twin, nctl.load(tmp_path / "model.npz")):
+        np.testing.assert_array_equal(reader.predict_proba_many(X[:9]), batch.predict_proba_many(X[:9]))
+    for mine, theirs in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(one.learn_many(X[:30], y[:30]), batch.learn_many(X[:30], y[:30]))
+
+
+@pytest.mark.parametrize("make, n_classes", LEARNERS)
 def test_save_then_load_mid_stream_continues_exactly(make, n_classes, tmp_path):
     X, y = stream_arrays(90, n_classes=n_classes)
     straight = make()

@@ -52,6 +52,7 @@ GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
 # all of them (docs/algorithm.md §3.6) instead of fixing one.
 SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in range(1, 7)}))
 
+PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
 SAVE_FORMAT = 5  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
 # 5: PTW weights per split probability [S, A, N])
 READABLE_FORMATS = {"GLN": (2, 3, 4, 5), "NCTL": (3, 4, 5)}
@@ -96,12 +97,40 @@ class _OnlineLearner:
     seed: int
 
     def __post_init__(self) -> None:
-        self.state_ = None
+        self._state = None
+        self._pending: list = []  # (x [d] float32, y) given to learn_one and not run yet
         self.n_features_: int | None = None
-        self.t_ = 0  # examples learned
+        self.t_ = 0  # examples learned, pending ones included
 
     # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
-    # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping
+    # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping; _learn_then_predict
+    # (X, y, x) -> the prediction [classes] of x after learning the rows, when one call can do both
+
+    @property
+    def state_(self):
+        """The state (None before the first example), with every example given so far learned."""
+        self._run_pending()
+        return self._state
+
+    @state_.setter
+    def state_(self, state) -> None:
+        self._state = state
+
+    def _run_pending(self) -> None:
+        """Learn the rows ``learn_one`` kept back (it keeps up to ``PENDING_ROWS`` and runs them in one
+        call, or together with the next prediction: ``predict_proba_one``; docs/algorithm.md §6.9)."""
+        if self._pending:
+            X, y = self._pending_batch()
+            self._learn(X, y)
+
+    def _pending_batch(self):
+        X, y = np.stack([x for x, _ in self._pending]), np.array([label for _, label in self._pending], np.int32)
+        self._pending = []
+        return X, y
+
+    def _learn_then_predict(self, X, y, x):
+        self._learn(X, y)
+        return self._predict(x[None])[0]
 
     def _init_state(self, n_features: int):
         return self._fresh_state(n_features)
@@ -112,7 +141,7 @@ class _OnlineLearner:
         return _bytes_of(partial(self._fresh_state, n_features))
 
     def _ensure_state(self, n_features: int) -> None:
-        if self.state_ is None:
+        if self._state is None:
             _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             self.n_features_ = n_features
             self.state_ = _committed(self._init_state(n_features))
@@ -125,12 +154,22 @@ class _OnlineLearner:
         return probs / probs.sum(axis=1, keepdims=True)
 
     def learn_one(self, x, y) -> None:
+        """Learn one example. The row is checked now and learned at the latest when anything reads the
+        learner: by the next ``predict_proba_one`` in the same compiled call (the river path's one call
+        per example), else with the rows after it, ``PENDING_ROWS`` per call."""
         x, y = np.asarray(x), np.asarray(y)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
         if y.ndim != 0:
             raise ValueError(f"y must be a single label, got shape {y.shape}")
-        self.learn_many(x[None], y[None])
+        if self._state is None:  # the first example creates the state now (and checks that it fits)
+            self.learn_many(x[None], y[None])
+            return
+        X, y = self._checked_batch(x[None], y[None])
+        self._pending.append((X[0], y[0]))
+        self.t_ += 1
+        if len(self._pending) >= PENDING_ROWS:
+            self._run_pending()
 
     def learn_many(self, X, y) -> np.ndarray:
         """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction (no rows:
@@ -138,7 +177,10 @@ class _OnlineLearner:
         X, y = self._checked_batch(X, y)
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
-        return self._outputs(self._learn(X, y))
+        self._run_pending()
+        probs = self._learn(X, y)
+        self.t_ += len(X)
+        return self._outputs(probs)
 
     def _checked_batch(self, X, y):
         """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first rows."""
@@ -155,7 +197,7 @@ class _OnlineLearner:
 
     def _check_fits(self, n_features: int) -> None:
         """MemoryError, before the state is created, when it would not fit in free memory."""
-        if self.state_ is None:
+        if self._state is None:
             _memory.check_fits(f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features),
                                "lower context_bits, layer_sizes or pool_size, or use a machine with more memory")
 
@@ -168,7 +210,10 @@ class _OnlineLearner:
         x = _check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
-        out = self.predict_proba_many(x[None])[0]
+        if self._pending:
+            out = self._outputs(self._learn_then_predict(*self._pending_batch(), x)[None])[0]
+        else:
+            out = self.predict_proba_many(x[None])[0]
         return float(out) if self.n_classes == 2 else out
 
     def predict_proba_many(self, X) -> np.ndarray:
@@ -355,7 +400,6 @@ class GLN(_OnlineLearner):
         for n, Z, Y in _padded_chunks(X, y, GLN_CHUNK):
             self.state_, p = _gln_chunk(self.state_, Z, Y, n, positive, cfg)
             out.append(np.asarray(p[:n]))
-            self.t_ += n
         return np.concatenate(out)
 
     def _predict(self, X):
@@ -465,6 +509,16 @@ class NCTL(_OnlineLearner):
                                    engine.lean_arena_depth(cfg, 0))
         return cfg
 
+    @property
+    def cfg_(self) -> engine.EngineConfig:
+        """The engine configuration of ``state_`` (it changes when the state grows)."""
+        self._run_pending()
+        return self._cfg
+
+    @cfg_.setter
+    def cfg_(self, cfg: engine.EngineConfig) -> None:
+        self._cfg = cfg
+
     def _first_state_bytes(self, n_features: int) -> int:
         return self.state_bytes(n_features, n_steps=0)  # a growing tree's arenas grow later
 
@@ -501,12 +555,16 @@ class NCTL(_OnlineLearner):
         ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
         probs, observations = self._run(X, y, observe)
+        self.t_ += len(X)
         return self._outputs(probs), observations
 
     def _run(self, X, y, observe):
         self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe)
-        self.t_ += X.shape[0]
         return probs, observations
+
+    def _learn_then_predict(self, X, y, x):
+        self.state_, self.cfg_, _, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x)
+        return p
 
     def _predict(self, X):
         return engine.predict(self.state_, self.cfg_, X)

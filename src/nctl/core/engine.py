@@ -7,7 +7,9 @@ counts, ``nctl.sequence``). Its entry points are the whole contract:
 * ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
   state and configuration, the pre-update predictions and, per step, ``observe(state, cfg)`` taken
   after the step is learned and before its boundary is processed;
-* ``predict(state, cfg, X)``: frozen predictions; the state never changes.
+* ``predict(state, cfg, X)``: frozen predictions; the state never changes;
+* ``learn_then_predict(state, cfg, X, Y, z)``: ``learn``, then ``predict`` of one row, in one compiled
+  call where possible (the river path, §6.9).
 
 The state is always *prepared*: the boundary of the next step (closing segments, pool updates,
 pruning, the restart) has been processed at the end of the step before (§4.2), so predicting is a
@@ -799,10 +801,13 @@ Observe = Callable[[State, EngineConfig], Any] | None  # a module-level function
 
 
 @partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,))
-def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe):
+def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next, predict_next):
     """Learn rows ``Z[:n]`` in order until one ends at a step whose boundary updates the pool (``t = 0
-    mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``.
-    Returns ``(state, predictions [B, classes], observations, rows done, boundary due)``."""
+    mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``; then, if
+    ``predict_next`` and every row is done with no boundary due, predict the row ``z_next`` [d] at the
+    new state (the next step's frozen prediction, as ``predict``; one program whether asked or not).
+    Returns ``(state, predictions [B, classes], observations, rows done, boundary due, prediction of
+    z_next [classes], NaN where not made)``."""
     last_step = 2**cfg.max_depth
 
     def can_go(carry):
@@ -824,7 +829,10 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe):
         shapes = jax.eval_shape(lambda s: observe(s, cfg), state)
         obs = jax.tree.map(lambda s: jnp.zeros((Z.shape[0],) + s.shape, s.dtype), shapes)
     done, state, preds, obs, due = jax.lax.while_loop(can_go, body, (jnp.int32(0), state, preds, obs, jnp.bool_(False)))
-    return state, preds, obs, done, due
+    unmade = jax.eval_shape(lambda: predict_row(state, z_next, cfg))
+    p_next = jax.lax.cond(predict_next & (done == n) & ~due, lambda: predict_row(state, z_next, cfg),
+                          lambda: jnp.full(unmade.shape, jnp.nan, unmade.dtype))
+    return state, preds, obs, done, due, p_next
 
 
 @partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
@@ -833,14 +841,14 @@ def boundary(state: State, cfg: EngineConfig) -> State:
     return advance(state, cfg, pool_update=True)
 
 
+def predict_row(state: State, z, cfg: EngineConfig):
+    """The frozen prediction [classes] of the next step for one row ``z`` [d]."""
+    return per_net(lambda net: forward(net, state.schedule, z, jnp.float32(0), cfg, learn=False).p, state.nets)
+
+
 @partial(jax.jit, static_argnums=(2,))
 def _predict(state: State, Z, cfg: EngineConfig):
-    sched = state.schedule
-
-    def one(z):
-        return per_net(lambda net: forward(net, sched, z, jnp.float32(0), cfg, learn=False).p, state.nets)
-
-    return jax.lax.map(one, Z)
+    return jax.lax.map(lambda z: predict_row(state, z, cfg), Z)
 
 
 _resize = jax.jit(resize, static_argnums=(1, 2))
@@ -901,10 +909,25 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
     """Learn the rows of ``X`` [n, d], ``Y`` [n] in order. Returns ``(state, cfg, predictions [n, classes],
     observations)``; the configuration changes when the state had to grow (a longer stream than
     ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
+    return _learn(state, cfg, X, Y, observe, None)[:4]
+
+
+def learn_then_predict(state: State, cfg: EngineConfig, X, Y, z):
+    """``learn(state, cfg, X, Y)`` followed by ``predict`` of the row ``z`` [d] at the new state, in the
+    same compiled call as the last rows unless a pool boundary or a growth comes between them (the
+    river path: learn the last example, predict the next one). Returns ``(state, cfg, predictions [n,
+    classes], prediction of z [classes])``."""
+    z = np.asarray(z, np.float32)
+    state, cfg, probs, _, p_next = _learn(state, cfg, X, Y, None, z)
+    return state, cfg, probs, p_next if p_next is not None else predict(state, cfg, z[None])[0]
+
+
+def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
+    """``learn``, and the prediction of ``z_next`` when the last call of ``run_steps`` made it (else None)."""
     if not state.schedule.t.committed:  # as the boundary program's outputs are: each program compiles once
         state = jax.device_put(state, jax.devices()[0])
     boundary_program(state, cfg)
-    probs, observations, a = [], [], 0
+    probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
         if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
@@ -915,14 +938,18 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
         Z[:n] = X[a:a + n]
         labels = np.zeros(LEARN_BLOCK, np.int32)
         labels[:n] = Y[a:a + n]
-        state, p, obs, done, due = run_steps(state, Z, labels, n, cfg, observe)
-        p, done, due = jax.device_get((p, done, due))  # one transfer; slicing on the host compiles nothing
+        ask = z_next is not None and a + n == X.shape[0]
+        state, p, obs, done, due, p_next = run_steps(state, Z, labels, n, cfg, observe,
+                                                     z_next if ask else Z[0], ask)
+        p, done, due, p_next = jax.device_get((p, done, due, p_next))  # one transfer; slicing on the host compiles nothing
         done = int(done)
         probs.append(p[:done])
         if observe is not None:
             observations.append(jax.tree.map(lambda o: np.asarray(o)[:done], obs))
         a += done
         t = None if t is None else t + done
+        if not ask or bool(due) or done < n:  # the prediction of z_next was not made
+            p_next = None
         if bool(due):
             state = boundary_program(state, cfg).program()(state)
             if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
@@ -931,7 +958,7 @@ def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
     boundary_program(state, cfg).program()  # ready before the stream goes on: no stall at its first boundary
-    return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs
+    return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
 
 
 def pad_to_grown(parts) -> list:
