@@ -5,8 +5,9 @@ Times the two compiled programs of ``nctl.core.engine`` separately (``run_steps`
 a JAX profile of one window and lists the XLA operations that took the most time (exclusive), per step,
 with the count of operations run per step and their summed time. ``--tabular`` profiles the river
 adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 rows), where a step is
-small and the count of operations decides its time; it also times a call that learns no row (the
-fixed cost of a call, as ``learn_one`` pays it).
+small and the count of operations decides its time; it also times river's pattern, ``predict_proba_one``
+then ``learn_one`` per row (one compiled call per row, docs/algorithm.md §6.9), and a call that learns no
+row (the fixed cost of a call).
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
@@ -162,8 +163,9 @@ def tabular_profile(args) -> None:
     learn_many_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
     start = time.perf_counter()
     for x, label in zip(X[window.stop:], y[window.stop:]):
+        model.predict_proba_one(x)
         model.learn_one(x, label)
-    learn_one_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
+    river_pair_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
     Z = np.zeros((engine.LEARN_BLOCK, 8), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
     state, calls = model.state_, 200
@@ -175,7 +177,7 @@ def tabular_profile(args) -> None:
     model.state_ = state
     profile = profiled(model, X[window], y[window], args.top)
     print(json.dumps({"cpu": cpu_name(), "config": "NCTL.tabular(), 8 features", "window_steps": args.window_steps,
-                      "learn_many_ms_per_row": round(learn_many_ms, 3), "learn_one_ms_per_row": round(learn_one_ms, 3),
+                      "learn_many_ms_per_row": round(learn_many_ms, 3), "predict_then_learn_one_ms_per_row": round(river_pair_ms, 3),
                       "empty_call_ms": round(empty_call_ms, 3), **profile}, indent=2))
 
 
