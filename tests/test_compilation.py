@@ -133,3 +133,22 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
             model.predict_proba_one(x)
             model.learn_one(x, int(x[0] > 0))
     assert first > 0 and len(compiles) == first and model.t_ == 20
+
+
+def test_a_growing_tree_whose_arenas_are_enlarged_compiles_nothing_in_the_stream(monkeypatch):
+    """§6.8: the programs of the next arena enlargement (§6.2) are compiled in the background ahead of
+    it, so the stream itself compiles nothing after its first row, across the enlargement."""
+    from nctl.core import engine
+
+    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 60 rows
+    X = np.random.default_rng(1).normal(size=(60, 3))
+    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, seed=12)
+    with backend_compilations() as compiles:
+        model.learn_one(X[0], 1)
+        start_depth, first = model.cfg_.arena_depth, compiles.count(threading.get_ident())
+        for x in X[1:]:
+            model.predict_proba_one(x)
+            model.learn_one(x, int(x[0] > 0))
+        mine = compiles.count(threading.get_ident())
+    assert model.cfg_.arena_depth > start_depth and first > 0 and mine == first and model.t_ == 60

@@ -244,6 +244,7 @@ def test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones(monkeypatch
     full = nctl.NCTL(**settings)
     expected = full.learn_many(X, y)
     monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small
     lean = nctl.NCTL(**settings)
     first = lean.learn_many(X[:10], y[:10])
     start_depth = lean.cfg_.arena_depth

@@ -190,17 +190,20 @@ def max_depth_for(n_steps: int) -> int:
 
 EAGER_ARENA_BYTES = 64 * 2**20  # arenas this small are sized for max_depth at once: never enlarged
 ARENA_HEADROOM = 3  # an enlarged arena holds trees this many levels deeper than the tree needs
+MIN_ARENA_DEPTH = 12  # and trees of at least 2^12 steps: the first enlargement comes late enough in the
+# stream for its programs to be compiled ahead (§6.8)
 
 
 def lean_arena_depth(cfg: EngineConfig, n_steps: int) -> int:
     """The arena depth for a growing tree that has seen ``n_steps`` steps: ``max_depth`` when the full
     arenas are small (no later enlargement, no recompilation), else the depth the tree reaches within the
-    next ``P`` steps plus ``ARENA_HEADROOM`` levels, so that the arenas grow with the live tree levels."""
+    next ``P`` steps plus ``ARENA_HEADROOM`` levels (at least ``MIN_ARENA_DEPTH``), so that the arenas
+    grow with the live tree levels."""
     full = sum(block_bound(cfg.max_depth, cfg.contexts, cfg.chunk, s.neurons) * cfg.pool.lanes * s.width
                for s in cfg.layers) * np.dtype(cfg.rows.dtype).itemsize * cfg.n_nets
     if full <= EAGER_ARENA_BYTES:
         return cfg.max_depth
-    return min(cfg.max_depth, tree.depth_for(n_steps + cfg.chunk) + ARENA_HEADROOM)
+    return min(cfg.max_depth, max(MIN_ARENA_DEPTH, tree.depth_for(n_steps + cfg.chunk) + ARENA_HEADROOM))
 
 
 # ----------------------------------------------------------------------------- state
@@ -858,17 +861,18 @@ _resize = jax.jit(resize, static_argnums=(1, 2))
 
 
 class _CompiledAhead:
-    """A program compiled in a daemon thread while the caller goes on (a process may exit before it is
-    needed, and need not wait for it)."""
+    """A program compiled in a thread while the caller goes on. A process that ends while it compiles
+    waits for it (XLA aborts a process that exits in the middle of a compilation)."""
 
     def __init__(self, lower: Callable[[], Any]):
         self._program, self._error = None, None
-        self._thread = threading.Thread(target=self._compile, args=(lower,), daemon=True)
+        self._thread = threading.Thread(target=self._compile, args=(lower,))
         self._thread.start()
 
     def _compile(self, lower):
         try:
-            self._program = lower().compile()
+            lowered = lower()
+            self._program = None if lowered is None else lowered.compile()
         except Exception as error:  # raised where the program is wanted
             self._error = error
 
@@ -896,13 +900,55 @@ def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
     before returning, so that the first pool boundary (step ``P``) of a stream learned one row at a time
     does not stall (§6.8)."""
     if cfg not in _boundary_programs:
-        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
-                                                             sharding=a.sharding), state)
-        _boundary_programs[cfg] = _CompiledAhead(partial(_lower_ahead, shapes, cfg))
+        _boundary_programs[cfg] = _CompiledAhead(partial(_lower_ahead, _shapes(state), cfg))
         while len(_boundary_programs) > BOUNDARY_PROGRAMS_KEPT:
             _boundary_programs.popitem(last=False)
     _boundary_programs.move_to_end(cfg)
     return _boundary_programs[cfg]
+
+
+def _shapes(state):
+    """The abstract state (shapes, dtypes, placement) that a program compiled ahead is compiled for."""
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=a.sharding),
+                        state)
+
+
+ENLARGEMENTS_KEPT = 2
+_enlargements_ahead: OrderedDict = OrderedDict()  # cfg -> (enlarged cfg, _CompiledAhead), most recent last
+
+
+def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
+    """The configuration that a growing tree's arenas will next be enlarged to (§6.2); None if never."""
+    if cfg.arena_depth >= cfg.max_depth:
+        return None
+    first_outgrown = 2**cfg.arena_depth - cfg.chunk + 1  # the first t whose next P steps outgrow the arenas
+    return _configured(cfg, arena_depth=lean_arena_depth(cfg, first_outgrown))
+
+
+def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe):
+    """Compile the enlargement from ``cfg`` to ``new`` and ``new``'s programs: the steps (as ``learn``
+    calls them), the boundary and the one-row prediction."""
+    grown = _resize.lower(shapes, cfg, new).compile().out_info
+    Z, labels = np.zeros((LEARN_BLOCK, n_features), np.float32), np.zeros(LEARN_BLOCK, np.int32)
+    run_steps.lower(grown, Z, labels, LEARN_BLOCK, new, observe, Z[0], True).compile()
+    boundary_program(grown, new).program()
+
+
+ENLARGE_AHEAD_DOUBLINGS = 2  # compile an enlargement's programs once the stream is this many doublings from it
+
+
+def enlarge_ahead(state: State, cfg: EngineConfig, t: int, n_features: int, observe: Observe) -> None:
+    """Once the next arena enlargement is ``ENLARGE_AHEAD_DOUBLINGS`` doublings of the stream away (the
+    stream at ``t`` steps) or less, compile its programs in the background (§6.8), so that the stream
+    does not stop there to compile them."""
+    if cfg in _enlargements_ahead or tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS < cfg.arena_depth:
+        return
+    new = next_arena_enlargement(cfg)
+    if new is not None:
+        compiling = _CompiledAhead(partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe))
+        _enlargements_ahead[cfg] = new, compiling
+        while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
+            _enlargements_ahead.popitem(last=False)
 
 
 def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
@@ -933,6 +979,8 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
             state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
             boundary_program(state, cfg)
+        if t is not None:
+            enlarge_ahead(state, cfg, t, X.shape[1], observe)
         n = min(LEARN_BLOCK, X.shape[0] - a)
         Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
         Z[:n] = X[a:a + n]
@@ -968,9 +1016,18 @@ def pad_to_grown(parts) -> list:
     return [np.pad(part, [(0, 0)] + [(0, s - n) for s, n in zip(shape, part.shape[1:])]) for part in parts]
 
 
+def _configured(cfg: EngineConfig, **sizes) -> EngineConfig:
+    """``cfg`` with other ``max_depth``, ``record_rows`` or ``arena_depth``, its layers sized for them."""
+    wanted = cfg._replace(**sizes)
+    return configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
+                     wanted.max_depth, wanted.record_rows, wanted.arena_depth)
+
+
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
-    new = configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
-                    wanted.max_depth, wanted.record_rows, wanted.arena_depth)
+    new = _configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
+    ahead = _enlargements_ahead.pop(cfg, None)
+    if ahead is not None and ahead[0] == new:  # compiling in the background: wait rather than compile it twice
+        ahead[1].program()
     return _resize(state, cfg, new), new
 
 
