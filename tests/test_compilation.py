@@ -135,20 +135,23 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     assert first > 0 and len(compiles) == first and model.t_ == 20
 
 
-def test_a_growing_tree_whose_arenas_are_enlarged_compiles_nothing_in_the_stream(monkeypatch):
-    """§6.8: the programs of the next arena enlargement (§6.2) are compiled in the background ahead of
-    it, so the stream itself compiles nothing after its first row, across the enlargement."""
+def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
+    """§6.8: the programs of the next block-arena enlargement (§6.2) and of a doubled record arena
+    (§6.5) are compiled in the background ahead of need, so the stream itself compiles nothing after
+    its first row, across both."""
     from nctl.core import engine
 
-    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every block arena starts lean
     monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 60 rows
-    X = np.random.default_rng(1).normal(size=(60, 3))
-    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, seed=12)
+    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 10 * cfg.chunk)  # doubled within 140 rows
+    X = np.random.default_rng(1).normal(size=(140, 3))
+    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
     with backend_compilations() as compiles:
         model.learn_one(X[0], 1)
-        start_depth, first = model.cfg_.arena_depth, compiles.count(threading.get_ident())
+        start, first = model.cfg_, compiles.count(threading.get_ident())
         for x in X[1:]:
             model.predict_proba_one(x)
             model.learn_one(x, int(x[0] > 0))
         mine = compiles.count(threading.get_ident())
-    assert model.cfg_.arena_depth > start_depth and first > 0 and mine == first and model.t_ == 60
+    assert model.cfg_.arena_depth > start.arena_depth and model.cfg_.record_rows > start.record_rows
+    assert first > 0 and mine == first and model.t_ == 140

@@ -345,8 +345,9 @@ def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig, now) -> Net:
 
 
 @jax.named_scope("reserve_records")
-def reserve_records(state: State, cfg: EngineConfig) -> State:
-    """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5)."""
+def reserve_records(state: State, cfg: EngineConfig):
+    """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5).
+    Returns the state and the count of rows no reservoir holds (how close the arena is to full)."""
     records, sched = state.records, state.schedule
     rows, R = cfg.record_rows, cfg.pool.reservoir_size
     live = jnp.arange(cfg.slots) < sched.size
@@ -366,4 +367,5 @@ def reserve_records(state: State, cfg: EngineConfig) -> State:
 
     held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
     (free,) = jnp.nonzero(~held, size=cfg.chunk, fill_value=-1)
-    return state._replace(records=records._replace(free=free.astype(jnp.int32), ok=jnp.all(free >= 0)))
+    state = state._replace(records=records._replace(free=free.astype(jnp.int32), ok=jnp.all(free >= 0)))
+    return state, jnp.sum(~held, dtype=jnp.int32)

@@ -410,7 +410,7 @@ def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
     sched = sched._replace(level=pad(sched.level, 0, dS), start=pad(sched.start, 0, dS, 1))
     from nctl.core import boundary
 
-    return boundary.reserve_records(State(sched, nets, records, state.key), new)
+    return boundary.reserve_records(State(sched, nets, records, state.key), new)[0]
 
 
 def gates(cfg: EngineConfig, key) -> tuple:
@@ -754,7 +754,8 @@ def _record(state: State, z, y, hidden, cfg: EngineConfig) -> State:
 @jax.named_scope("advance")
 def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
     """Process the boundary of the next step: tree weights, pool updates of the segments that close
-    (when ``pool_update``), pruning, popping the closed slots and pushing the new one (§3.2, §4.2-§4.7)."""
+    (when ``pool_update``; the record rows are then reserved by ``boundary``), pruning, popping the
+    closed slots and pushing the new one (§3.2, §4.2-§4.7)."""
     from nctl.core import boundary
 
     old = state.schedule
@@ -767,8 +768,7 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
         segment_n=state.records.segment_n.at[adv.kept].set(0),
         segment_seen=state.records.segment_seen.at[adv.kept].set(0),
     )
-    state = state._replace(schedule=adv.new, nets=nets, records=records)
-    return boundary.reserve_records(state, cfg) if pool_update else state
+    return state._replace(schedule=adv.new, nets=nets, records=records)
 
 
 @jax.named_scope("restart")
@@ -839,9 +839,12 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
 
 
 @partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
-def boundary(state: State, cfg: EngineConfig) -> State:
-    """The boundary after a step ``t = 0 mod P``: pool updates, the restart, the records of the next ``P``."""
-    return advance(state, cfg, pool_update=True)
+def boundary(state: State, cfg: EngineConfig):
+    """The boundary after a step ``t = 0 mod P``: pool updates, the restart, the records of the next ``P``.
+    Returns the state and the count of record rows no reservoir holds."""
+    from nctl.core import boundary as pool_boundary
+
+    return pool_boundary.reserve_records(advance(state, cfg, pool_update=True), cfg)
 
 
 def predict_row(state: State, z, cfg: EngineConfig):
@@ -914,7 +917,9 @@ def _shapes(state):
 
 
 ENLARGEMENTS_KEPT = 2
-_enlargements_ahead: OrderedDict = OrderedDict()  # cfg -> (enlarged cfg, _CompiledAhead), most recent last
+_enlargements_ahead: OrderedDict = OrderedDict()  # (cfg, enlarged cfg) -> _CompiledAhead, most recent last
+ENLARGE_AHEAD_DOUBLINGS = 2  # compile an arena enlargement's programs once the stream is this many doublings from it
+RECORDS_LOW = 0.25  # compile a doubled record arena's programs once fewer than this share of its rows (+ 2P) is free
 
 
 def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
@@ -934,19 +939,12 @@ def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_feature
     boundary_program(grown, new).program()
 
 
-ENLARGE_AHEAD_DOUBLINGS = 2  # compile an enlargement's programs once the stream is this many doublings from it
-
-
-def enlarge_ahead(state: State, cfg: EngineConfig, t: int, n_features: int, observe: Observe) -> None:
-    """Once the next arena enlargement is ``ENLARGE_AHEAD_DOUBLINGS`` doublings of the stream away (the
-    stream at ``t`` steps) or less, compile its programs in the background (§6.8), so that the stream
-    does not stop there to compile them."""
-    if cfg in _enlargements_ahead or tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS < cfg.arena_depth:
-        return
-    new = next_arena_enlargement(cfg)
-    if new is not None:
-        compiling = _CompiledAhead(partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe))
-        _enlargements_ahead[cfg] = new, compiling
+def enlarge_ahead(state: State, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe) -> None:
+    """Compile, in the background, the enlargement of ``state`` from ``cfg`` to ``new`` and ``new``'s
+    programs (§6.8), so that the stream does not stop to compile them when it gets there."""
+    if (cfg, new) not in _enlargements_ahead:
+        _enlargements_ahead[cfg, new] = _CompiledAhead(
+            partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe))
         while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
             _enlargements_ahead.popitem(last=False)
 
@@ -979,8 +977,10 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
             state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
             boundary_program(state, cfg)
-        if t is not None:
-            enlarge_ahead(state, cfg, t, X.shape[1], observe)
+        if t is not None and tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS >= cfg.arena_depth:
+            new = next_arena_enlargement(cfg)
+            if new is not None:
+                enlarge_ahead(state, cfg, new, X.shape[1], observe)
         n = min(LEARN_BLOCK, X.shape[0] - a)
         Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
         Z[:n] = X[a:a + n]
@@ -999,9 +999,12 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         if not ask or bool(due) or done < n:  # the prediction of z_next was not made
             p_next = None
         if bool(due):
-            state = boundary_program(state, cfg).program()(state)
-            if not bool(state.records.ok):  # the reservoirs hold more records than the arena has room for
+            state, unheld = boundary_program(state, cfg).program()(state)
+            ok, unheld = jax.device_get((state.records.ok, unheld))
+            if not ok:  # the reservoirs hold more records than the arena has room for
                 state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
+            elif unheld < RECORDS_LOW * cfg.record_rows + 2 * cfg.chunk:  # it will be soon
+                enlarge_ahead(state, cfg, _configured(cfg, record_rows=2 * cfg.record_rows), X.shape[1], observe)
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
@@ -1025,9 +1028,9 @@ def _configured(cfg: EngineConfig, **sizes) -> EngineConfig:
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     new = _configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
-    ahead = _enlargements_ahead.pop(cfg, None)
-    if ahead is not None and ahead[0] == new:  # compiling in the background: wait rather than compile it twice
-        ahead[1].program()
+    ahead = _enlargements_ahead.pop((cfg, new), None)
+    if ahead is not None:  # compiling in the background: wait for it rather than compile it a second time
+        ahead.program()
     return _resize(state, cfg, new), new
 
 
