@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    if "nctl.core.engine" in sys.modules:  # programs still compiling ahead write to the cache
+        sys.modules["nctl.core.engine"].finish_compiling()
     if config.stash.get(_OWNS_CACHE, False):
         shutil.rmtree(os.environ.pop(SESSION_CACHE), ignore_errors=True)
 

@@ -885,6 +885,9 @@ class _CompiledAhead:
             raise self._error
         return self._program
 
+    def finish(self) -> None:
+        self._thread.join()
+
 
 BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose compiled boundary stays at hand (a few: each holds memory)
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
@@ -919,7 +922,7 @@ def _shapes(state):
 ENLARGEMENTS_KEPT = 2
 _enlargements_ahead: OrderedDict = OrderedDict()  # (cfg, enlarged cfg) -> _CompiledAhead, most recent last
 ENLARGE_AHEAD_DOUBLINGS = 2  # compile an arena enlargement's programs once the stream is this many doublings from it
-RECORDS_LOW = 0.25  # compile a doubled record arena's programs once fewer than this share of its rows (+ 2P) is free
+RECORDS_LOW = 0.5  # compile a doubled record arena's programs once fewer than this share of its rows (+ 2P) is free
 
 
 def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
@@ -928,6 +931,18 @@ def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
         return None
     first_outgrown = 2**cfg.arena_depth - cfg.chunk + 1  # the first t whose next P steps outgrow the arenas
     return _configured(cfg, arena_depth=lean_arena_depth(cfg, first_outgrown))
+
+
+def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
+    """``cfg`` with twice the record rows; and, when the next block-arena enlargement is near (the stream
+    at ``t`` steps), with it too: one new configuration, compiled once, instead of two. The one already
+    compiling ahead, if any."""
+    for old, new in _enlargements_ahead:
+        if old == cfg and new.record_rows > cfg.record_rows:
+            return new
+    near = t is not None and tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS >= cfg.arena_depth
+    arenas = next_arena_enlargement(cfg) if near else None
+    return _configured(cfg, record_rows=2 * cfg.record_rows, arena_depth=(arenas or cfg).arena_depth)
 
 
 def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe):
@@ -947,6 +962,12 @@ def enlarge_ahead(state: State, cfg: EngineConfig, new: EngineConfig, n_features
             partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe))
         while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
             _enlargements_ahead.popitem(last=False)
+
+
+def finish_compiling() -> None:
+    """Wait for every program being compiled ahead (§6.8)."""
+    for ahead in list(_enlargements_ahead.values()) + list(_boundary_programs.values()):
+        ahead.finish()
 
 
 def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
@@ -1002,9 +1023,9 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
             state, unheld = boundary_program(state, cfg).program()(state)
             ok, unheld = jax.device_get((state.records.ok, unheld))
             if not ok:  # the reservoirs hold more records than the arena has room for
-                state, cfg = _enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
+                state, cfg = _enlarge(state, cfg, doubled_records(cfg, t))
             elif unheld < RECORDS_LOW * cfg.record_rows + 2 * cfg.chunk:  # it will be soon
-                enlarge_ahead(state, cfg, _configured(cfg, record_rows=2 * cfg.record_rows), X.shape[1], observe)
+                enlarge_ahead(state, cfg, doubled_records(cfg, t), X.shape[1], observe)
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
