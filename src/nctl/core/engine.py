@@ -1051,7 +1051,7 @@ def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     new = _configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
     ahead = _enlargements_ahead.pop((cfg, new), None)
     if ahead is not None:  # compiling in the background: wait for it rather than compile it a second time
-        ahead.program()
+        ahead.finish()  # (had it failed, the calls below compile, and raise, on this thread)
     return _resize(state, cfg, new), new
 
 
