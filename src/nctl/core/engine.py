@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -925,8 +925,10 @@ ENLARGE_AHEAD_DOUBLINGS = 2  # compile an arena enlargement's programs once the 
 RECORDS_LOW = 0.5  # compile a doubled record arena's programs once fewer than this share of its rows (+ 2P) is free
 
 
+@lru_cache(maxsize=16)
 def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
-    """The configuration that a growing tree's arenas will next be enlarged to (§6.2); None if never."""
+    """The configuration that a growing tree's arenas will next be enlarged to (§6.2); None if never
+    (kept: ``learn`` asks for it at every call within two doublings of it)."""
     if cfg.arena_depth >= cfg.max_depth:
         return None
     first_outgrown = 2**cfg.arena_depth - cfg.chunk + 1  # the first t whose next P steps outgrow the arenas
@@ -949,8 +951,8 @@ def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_feature
     """Compile the enlargement from ``cfg`` to ``new`` and ``new``'s programs: the steps (as ``learn``
     calls them), the boundary and the one-row prediction."""
     grown = _resize.lower(shapes, cfg, new).compile().out_info
-    Z, labels = np.zeros((LEARN_BLOCK, n_features), np.float32), np.zeros(LEARN_BLOCK, np.int32)
-    run_steps.lower(grown, Z, labels, LEARN_BLOCK, new, observe, Z[0], True).compile()
+    Z, labels, n = _block(np.zeros((1, n_features), np.float32), np.zeros(1, np.int32), 0)
+    run_steps.lower(grown, Z, labels, n, new, observe, Z[0], True).compile()
     boundary_program(grown, new).program()
 
 
@@ -1002,11 +1004,7 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
             new = next_arena_enlargement(cfg)
             if new is not None:
                 enlarge_ahead(state, cfg, new, X.shape[1], observe)
-        n = min(LEARN_BLOCK, X.shape[0] - a)
-        Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
-        Z[:n] = X[a:a + n]
-        labels = np.zeros(LEARN_BLOCK, np.int32)
-        labels[:n] = Y[a:a + n]
+        Z, labels, n = _block(X, Y, a)
         ask = z_next is not None and a + n == X.shape[0]
         state, p, obs, done, due, p_next = run_steps(state, Z, labels, n, cfg, observe,
                                                      z_next if ask else Z[0], ask)
@@ -1031,6 +1029,18 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
     boundary_program(state, cfg).program()  # ready before the stream goes on: no stall at its first boundary
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
+
+
+def _block(X, Y, start: int):
+    """The next rows from ``start`` as ``run_steps`` takes them (arguments of the same kinds in every call,
+    so that the program compiled ahead for a configuration is the one its calls find): ``(Z
+    [LEARN_BLOCK, d] float32, labels [LEARN_BLOCK] int32, n)``, zero past the ``n`` rows."""
+    n = min(LEARN_BLOCK, X.shape[0] - start)
+    Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
+    Z[:n] = X[start:start + n]
+    labels = np.zeros(LEARN_BLOCK, np.int32)
+    labels[:n] = Y[start:start + n]
+    return Z, labels, n
 
 
 def pad_to_grown(parts) -> list:
