@@ -14,9 +14,11 @@ physical floor of a step is reading and writing each live weight row once at the
 bandwidth.
 
 With ``--trained-members B`` NCTL runs in bounded mode (only the ``B`` most probable members of each
-node learn; the floor then counts ``B`` trained rows per live slot and neuron).
+node learn; the floor then counts ``B`` trained rows per live slot and neuron). ``--min-segment``
+sets ``L_min``, which is also the spacing of the pool boundaries: 32 (the paper's, the default here)
+or 256 (the Split MNIST experiment's, ``nctl.experiments.configs``).
 
-    python benchmarks/throughput.py [--windows 8] [--window-steps 256] [--trained-members B]
+    python benchmarks/throughput.py [--windows 8] [--window-steps 256] [--trained-members B] [--min-segment 32]
 """
 
 import argparse
@@ -75,10 +77,10 @@ def row_bytes_per_step(live_slots: float, trained: int = POOL + 1) -> float:
     return live_slots * trained * sum(n * k for n, k in zip(LAYERS, fan_ins)) * 4 * 2
 
 
-def nctl_window(window_steps: int, rng, trained_members: int | None = None):
+def nctl_window(window_steps: int, rng, trained_members: int | None = None, min_segment: int = 32):
     """The benchmark's learner (bounded with ``trained_members``) and one window of random rows: (model, X, y)."""
     model = nctl.NCTL(layer_sizes=LAYERS, context_bits=CONTEXT_BITS, pool_size=POOL, depth=DEPTH,
-                      trained_members=trained_members)
+                      trained_members=trained_members, min_segment=min_segment)
     X = rng.standard_normal((window_steps, N_FEATURES)).astype(np.float32)
     return model, X, rng.integers(0, 2, window_steps)
 
@@ -88,14 +90,16 @@ def window_start(w: int, windows: int) -> int:
     return 256 * (w * STREAM // windows // 256) + 256
 
 
-def nctl_throughput(windows: int, window_steps: int, rng, trained_members: int | None = None) -> dict:
-    model, X, y = nctl_window(window_steps, rng, trained_members)
+def nctl_throughput(windows: int, window_steps: int, rng, trained_members: int | None = None,
+                    min_segment: int = 32) -> dict:
+    model, X, y = nctl_window(window_steps, rng, trained_members, min_segment)
     start = time.perf_counter()
     model.learn_many(X[:64], y[:64])
     compile_seconds = time.perf_counter() - start
     learn_windows(model, X, y, windows)  # untimed: compiles what the stream compiles, ahead or not
+    del model
     engine.finish_compiling()
-    timed = nctl_window(window_steps, rng, trained_members)[0]
+    timed = nctl_window(window_steps, rng, trained_members, min_segment)[0]
     timed.learn_many(X[:64], y[:64])
     seconds = learn_windows(timed, X, y, windows)
     slots = [1 + bin(t - 1).count("1") for w in range(windows)
@@ -122,16 +126,18 @@ def main() -> None:
     parser.add_argument("--window-steps", type=int, default=256)
     parser.add_argument("--gln-steps", type=int, default=20_000)
     parser.add_argument("--trained-members", type=int, default=None, help="bounded mode's B (default: exact)")
+    parser.add_argument("--min-segment", type=int, default=32, help="L_min, the pool boundaries' spacing (default 32)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     bandwidth = copy_bandwidth()
     gln = gln_throughput(args.gln_steps, rng)
-    result = nctl_throughput(args.windows, args.window_steps, rng, args.trained_members)
+    result = nctl_throughput(args.windows, args.window_steps, rng, args.trained_members, args.min_segment)
     touched = row_bytes_per_step(result["mean_live_slots"], args.trained_members or POOL + 1)
     floor_ms = 1e3 * touched / bandwidth
     print(json.dumps({
         "config": {"features": N_FEATURES, "layers": LAYERS, "contexts": 2**CONTEXT_BITS, "pool": POOL, "depth": DEPTH,
-                   "stream": STREAM, "trained_members": args.trained_members},
+                   "stream": STREAM, "trained_members": args.trained_members,
+                   "min_segment": args.min_segment},
         "jax": jax.__version__, "device": str(jax.devices()[0]), "cpu": cpu_name(),
         "gln_examples_per_s": round(gln, 1),
         "nctl_examples_per_s": round(result["examples_per_s"], 1),
