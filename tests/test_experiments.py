@@ -72,6 +72,12 @@ def test_summary_gives_mean_std_and_confidence_interval_over_seeds():
     assert summary["curve"]["mean"] == [2.0, 2.0] and summary["curve"]["half_width"][1] == 0.0
 
 
+def test_cost_table_sums_every_seeds_wall_time_and_takes_the_largest_peak():
+    first = {"seeds": [{"wall_s": 1800.0, "peak_rss_bytes": 2e9}, {"wall_s": 5400.0, "peak_rss_bytes": 3e9}]}
+    second = {"seeds": [{"wall_s": 3600.0}, {"seed": 1}]}  # a seed without a recorded time counts nothing
+    assert report.cost_total([first, second]) == "| all | 3 | 10,800 in all (3.0 h) | - | 3.0 |"
+
+
 def test_settings_override_fields_and_parameter_groups():
     exp = configs.get("split-mnist").replace({"nctl.pool_size": "31", "seeds": "2", "learners": '["nctl"]'})
     assert exp.nctl["pool_size"] == 31 and exp.seeds == 2 and exp.learners == ("nctl",)

@@ -165,6 +165,15 @@ def cost_line(results: dict) -> str:
     return f"| {results['experiment']} | {len(results['seeds'])} | {wall} | {peak} |"
 
 
+def cost_total(results_list: list[dict]) -> str:
+    """The cost table's last row: every seed's wall time summed (one core per seed, as the runs were
+    made), so the whole set reruns in about that divided by the workers running side by side."""
+    walls = [seed["wall_s"] for results in results_list for seed in results["seeds"] if seed.get("wall_s") is not None]
+    peaks = [seed["peak_rss_bytes"] for results in results_list for seed in results["seeds"] if seed.get("peak_rss_bytes")]
+    peak = f"{max(peaks) / 1e9:.1f}" if peaks else "-"
+    return f"| all | {len(walls)} | {sum(walls):,.0f} in all ({sum(walls) / 3600:.1f} h) | - | {peak} |"
+
+
 def _over_sequences(values: list[float]) -> dict | None:
     """Mean, std and 95% CI of one number per sequence (seed)."""
     if not values:
@@ -196,7 +205,7 @@ def markdown(results_list: Iterable[dict]) -> str:
         if per_task:
             lines += ["", *per_task]
     lines += ["", "| experiment | seeds | wall s per seed | min-max | peak memory GB |", "|---|---|---|---|---|",
-              *(cost_line(results) for results in results_list)]
+              *(cost_line(results) for results in results_list), cost_total(results_list)]
     if anchors:
         lines += ["", "Anchors (docs/protocols.md; accuracies in %):", *anchors]
     return "\n".join(lines) + "\n"
