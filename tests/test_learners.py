@@ -163,6 +163,62 @@ def test_copy_is_an_independent_snapshot(make, n_classes):
     assert not np.array_equal(twin.predict_proba_many(X[30:]), before)
 
 
+def assert_same_learner(a, b):
+    """Every array of the two states equal, the block arenas compared where a slot uses them (a free
+    block's content is never read: it is refilled whole when allocated)."""
+    sa, sb = a.state_, b.state_
+    nets_a, nets_b = sa.nets._replace(blocks=None), sb.nets._replace(blocks=None)
+    for x, z in zip(jax.tree.leaves((sa.schedule, nets_a, sa.records, sa.key)),
+                    jax.tree.leaves((sb.schedule, nets_b, sb.records, sb.key))):
+        np.testing.assert_array_equal(x, z)
+    block_of = np.asarray(sa.nets.block_of)
+    for layer, shape in enumerate(a.cfg_.layers):
+        for net in range(block_of.shape[0]):
+            used = block_of[net, :, shape.offset:shape.offset + shape.neurons].ravel()
+            used = used[used >= 0]
+            np.testing.assert_array_equal(np.asarray(sa.nets.blocks[layer][net])[used],
+                                          np.asarray(sb.nets.blocks[layer][net])[used])
+
+
+@pytest.mark.parametrize("make, n_classes", LEARNERS[1:])
+def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_classes):
+    X, y = stream_arrays(400, n_classes=n_classes, seed=4)
+    test_rows = X[300:340]
+    forked, plain = make(), make()
+    forked.learn_many(X[:200], y[:200])
+    plain.learn_many(X[:200], y[:200])
+    copy = plain.copy()
+    copy.learn_many(X[200:207], y[200:207])
+    with forked.fork(X[200:207], y[200:207]) as adapted:  # steps 201-207: no pool boundary (P = 8)
+        assert adapted is forked and adapted.t_ == 207  # the journal, not a copy
+        np.testing.assert_array_equal(adapted.predict_proba_many(test_rows), copy.predict_proba_many(test_rows))
+        with pytest.raises(RuntimeError, match="only predicts"):
+            adapted.learn_one(X[0], y[0])
+    assert forked.t_ == 200
+    np.testing.assert_array_equal(forked.learn_many(X[200:300], y[200:300]), plain.learn_many(X[200:300], y[200:300]))
+    assert_same_learner(forked, plain)
+    with forked.fork(X[300:320], y[300:320]) as adapted:  # a pool boundary among the rows: a copy
+        assert adapted is not forked
+    assert_same_learner(forked, plain)
+
+
+def test_candidate_contexts_hold_the_engines_contexts_and_both_sides_of_a_gate_on_its_threshold():
+    from nctl.core import gating
+
+    model = nctl.NCTL(**SMALL_NCTL)
+    X, y = stream_arrays(40)
+    model.learn_many(X[:1], y[:1])
+    normals, offsets = np.asarray(model.state_.nets.normals[0]), np.asarray(model.state_.nets.offsets[0])
+    on_gate = offsets[0, 0] * normals[0, 0]  # neuron 0's first hyperplane passes through this point
+    rows = np.vstack([X, on_gate]).astype(np.float32)
+    reach = engine.candidate_contexts(normals[None], offsets[None], rows)[0]  # [N, C]
+    for row in rows[:-1]:
+        chosen = np.asarray(gating.contexts(gating.Gates(normals, offsets), row))
+        assert reach[np.arange(len(chosen)), chosen].all()
+    alone = engine.candidate_contexts(normals[None], offsets[None], on_gate[None].astype(np.float32))[0, 0]
+    assert alone.sum() == 2 and np.flatnonzero(alone)[1] - np.flatnonzero(alone)[0] == 1  # bit 0 either way
+
+
 @pytest.mark.parametrize(
     "x, label, message",
     [

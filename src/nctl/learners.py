@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from types import MappingProxyType
@@ -101,6 +102,7 @@ class _OnlineLearner:
         self._pending: list = []  # (x [d] float32, y) given to learn_one and not run yet
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned, pending ones included
+        self._forked = False  # inside ``fork``: the learner reads, and learns nothing
 
     # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
     # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping; _learn_then_predict
@@ -184,6 +186,8 @@ class _OnlineLearner:
 
     def _checked_batch(self, X, y):
         """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first rows."""
+        if self._forked:
+            raise RuntimeError("a learner inside fork() only predicts; learn after the with block")
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
@@ -229,6 +233,16 @@ class _OnlineLearner:
     def predict_one(self, x) -> int:
         p = self.predict_proba_one(x)
         return int(p > 0.5) if self.n_classes == 2 else int(np.argmax(p))
+
+    @contextmanager
+    def fork(self, X, y):
+        """This learner as if it had also learned the rows ``X, y``, to read inside the ``with`` block:
+        ``with learner.fork(X, y) as adapted: adapted.predict_proba_many(T)``. The learner itself is
+        unchanged afterwards. Here the fork is a copy that learns the rows; NCTL forks without copying
+        its arenas where it can (docs/algorithm.md §6.7)."""
+        twin = self.copy()
+        twin.learn_many(X, y)
+        yield twin
 
     def copy(self):
         """An independent snapshot: learning on it never changes this learner."""
@@ -565,6 +579,28 @@ class NCTL(_OnlineLearner):
     def _learn_then_predict(self, X, y, x):
         self.state_, self.cfg_, _, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x)
         return p
+
+    @contextmanager
+    def fork(self, X, y):
+        """``_OnlineLearner.fork``: the rows are learned by this learner itself, and what they overwrite
+        is kept in a journal and put back on leaving the block (docs/algorithm.md §6.7), so a fork costs
+        what its rows touch, not a copy of the learner; where a journal cannot serve (a pool boundary
+        or a growth among the rows, bounded mode), the fork is a copy."""
+        X, y = self._checked_batch(X, y)
+        self._run_pending()
+        kept = engine.journal(self._state, self._cfg, X) if len(X) else None
+        if kept is None:
+            with super().fork(X, y) as twin:
+                yield twin
+            return
+        t, cfg = self.t_, self._cfg
+        try:
+            self._learn(X, y)
+            self._forked, self.t_ = True, t + len(X)
+            yield self
+        finally:
+            self._forked = False
+            self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
 
     def _predict(self, X):
         return engine.predict(self.state_, self.cfg_, X)

@@ -4,7 +4,7 @@ import pytest
 from baseline_toys import rule_task, stream_of
 
 from nctl.baselines import MLPLearner
-from nctl.evaluate import accuracy, adapt_snapshot, prequential
+from nctl.evaluate import accuracy, adapted, prequential
 
 
 def separable_task(seed: int = 0):
@@ -69,17 +69,18 @@ def test_state_stays_float32_under_x64():
     assert {leaf.dtype for leaf in jax.tree.leaves(learner.state_.params)} == {np.dtype(np.float32)}
 
 
-def test_copy_is_independent_and_adapt_snapshot_leaves_the_original():
+def test_copy_is_independent_and_adapted_leaves_the_original():
     task = separable_task(seed=2)
     X_test = task.test_set()[0]
     learner = small_mlp()
     learner.learn_many(*task.train_rows(np.arange(10)))
     before = learner.predict_proba_many(X_test)
 
-    snapshot = adapt_snapshot(learner, task, np.random.default_rng(0))
+    with adapted(learner, task, np.random.default_rng(0)) as snapshot:
+        after = snapshot.predict_proba_many(X_test)
 
     np.testing.assert_array_equal(learner.predict_proba_many(X_test), before)
-    assert np.max(np.abs(snapshot.predict_proba_many(X_test) - before)) > 1e-3
+    assert np.max(np.abs(after - before)) > 1e-3
 
 
 def test_same_seed_same_model():

@@ -10,7 +10,7 @@ from evaluate_toys import (
 
 from nctl.evaluate import (
     ADAPT_STEPS,
-    adapt_snapshot,
+    adapted,
     evaluate_task_matrix,
     evaluation_steps,
     prequential,
@@ -38,17 +38,18 @@ def test_task_matrix_by_hand(ones_then_zeros):
     assert result.n_test.tolist() == [5, 5]
 
 
-def test_adapt_snapshot_changes_the_copy_not_the_learner():
+def test_adapted_changes_a_copy_not_the_learner():
     task = linear_task("a", np.array([2.0, -1.0, 0.5]), 200, 100, seed=3)
     X_test, _ = task.test_set()
     learner = NumpyLogisticRegression(3)
     learner.learn_many(*task.train_rows(np.arange(5)))
     before = learner.predict_proba_many(X_test)
 
-    snapshot = adapt_snapshot(learner, task, np.random.default_rng(0))
+    with adapted(learner, task, np.random.default_rng(0)) as snapshot:
+        after = snapshot.predict_proba_many(X_test)
 
     np.testing.assert_array_equal(learner.predict_proba_many(X_test), before)
-    assert np.max(np.abs(snapshot.predict_proba_many(X_test) - before)) > 0.05
+    assert np.max(np.abs(after - before)) > 0.05
 
 
 def test_evaluation_leaves_training_identical_to_plain_prequential():
@@ -106,10 +107,9 @@ def test_segment_hook_runs_at_each_segment_end_before_evaluation(ones_then_zeros
 def test_adapt_uses_fifty_examples():
     assert ADAPT_STEPS == 50
     learner = RunningMeanLearner()
-    snapshot = adapt_snapshot(
-        learner, constant_label_task("ones", 1, 10, 5), np.random.default_rng(0)
-    )
-    assert snapshot.seen == 50 and learner.seen == 0
+    with adapted(learner, constant_label_task("ones", 1, 10, 5), np.random.default_rng(0)) as snapshot:
+        assert snapshot.seen == 50
+    assert learner.seen == 0
 
 
 def test_bad_protocol_arguments_are_value_errors(ones_then_zeros):

@@ -1075,3 +1075,83 @@ def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
         Z[:rows.shape[0]] = rows
         out.append(np.asarray(_predict(state, Z, cfg))[:rows.shape[0]])
     return np.concatenate(out) if out else np.zeros((0, cfg.n_nets))
+
+
+# ----------------------------------------------------------------------------- forks (§6.7)
+
+
+class Journal(NamedTuple):
+    """What learning a few rows overwrites, kept to undo it: the state but its arenas (copies), and per
+    layer the blocks those rows train in place (``ids`` [nets, B], padded with the layer's block count;
+    ``rows`` [nets, B, W, width])."""
+
+    small: State
+    ids: tuple
+    rows: tuple
+
+
+GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d z_d| may fall either way
+
+
+def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
+    """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
+    after it; None where learning the rows must be done on a copy instead: bounded mode, a pool
+    boundary among the rows (it writes pool entries), or an arena that the rows would enlarge."""
+    T, n = int(state.schedule.t), X.shape[0]
+    boundary = (T + n - 1) // cfg.chunk > (T - 1) // cfg.chunk  # some step t = 0 mod P
+    grows = T + n > 2**cfg.max_depth or cfg.arena_depth < min(cfg.max_depth, tree.depth_for(T + n + cfg.chunk))
+    if cfg.pool.bounded or boundary or grows:
+        return None
+    nets = state.nets
+    normals, offsets, block_of, size = jax.device_get((nets.normals, nets.offsets, nets.block_of, state.schedule.size))
+    reachable = candidate_contexts(normals, offsets, np.asarray(X, np.float32))  # [nets, N, C]
+    ids, rows = [], []
+    for layer, shape in enumerate(cfg.layers):
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        touched = [np.unique(b[:size, cols][:, r[cols]]) for b, r in zip(block_of, reachable)]  # blocks of live slots
+        touched = [t[t >= 0] for t in touched]
+        width = 1 << max(0, max(map(len, touched)) - 1).bit_length()  # one compiled shape per power of two
+        padded = np.full((cfg.n_nets, width), shape.blocks, np.int32)
+        for i, t in enumerate(touched):
+            padded[i, :len(t)] = t
+        ids.append(jnp.asarray(padded))
+        rows.append(_gather_blocks(nets.blocks[layer], ids[-1]))
+    return Journal(jax.tree.map(jnp.copy, _without_arenas(state)), tuple(ids), tuple(rows))
+
+
+def candidate_contexts(normals: np.ndarray, offsets: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Every context [nets, N, C] bool that some row of ``X`` may select (§1.2), computed on the host in
+    float64: a gate within ``GATE_TOLERANCE`` of its threshold counts both ways, so that rounding in the
+    compiled step can never select a context outside the set."""
+    v, z = normals.astype(np.float64), X.astype(np.float64)
+    margin = np.einsum("ansd,rd->arns", v, z) - offsets[:, None].astype(np.float64)  # [nets, rows, N, s]
+    scale = np.einsum("ansd,rd->arns", np.abs(v), np.abs(z)) + 1.0
+    either = np.abs(margin) <= GATE_TOLERANCE * scale
+    powers = 1 << np.arange(normals.shape[2])
+    base = np.sum(((margin > 0) & ~either) * powers, axis=-1)  # [nets, rows, N]: the sure bits
+    free = np.sum(either * powers, axis=-1)
+    contexts = np.arange(1 << normals.shape[2])
+    hits = (contexts & ~free[..., None]) == base[..., None]  # context = base with any of the free bits set
+    return np.any(hits, axis=1)
+
+
+@jax.jit
+def _gather_blocks(blocks, ids):
+    return jax.vmap(lambda b, i: b.at[i].get(mode="fill", fill_value=0))(blocks, ids)
+
+
+def _without_arenas(state: State) -> State:
+    """``state`` without the arrays a journal does not copy: the blocks (restored from the journal's
+    rows), the pool entries (written at boundaries only) and the records (written in unheld rows)."""
+    nets = state.nets._replace(blocks=None, pool_rows=None, hidden=None)
+    return state._replace(nets=nets, records=state.records._replace(z=None, y=None))
+
+
+@partial(jax.jit, donate_argnums=(0,))
+def undo(state: State, journal: Journal) -> State:
+    """``state`` as it was when ``journal`` was taken, from the state after the rows were learned (§6.7)."""
+    blocks = tuple(jax.vmap(lambda b, i, r: b.at[i].set(r, mode="drop"))(b, i, r)
+                   for b, i, r in zip(state.nets.blocks, journal.ids, journal.rows))
+    small = journal.small
+    nets = small.nets._replace(blocks=blocks, pool_rows=state.nets.pool_rows, hidden=state.nets.hidden)
+    return small._replace(nets=nets, records=small.records._replace(z=state.records.z, y=state.records.y))

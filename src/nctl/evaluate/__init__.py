@@ -37,7 +37,7 @@ from nctl.evaluate.task_matrix import (
     VARIANTS,
     Checkpoint,
     TaskMatrixResult,
-    adapt_snapshot,
+    adapted,
     evaluate_task_matrix,
     evaluation_steps,
 )
@@ -57,7 +57,7 @@ __all__ = [
     "SeedSummary",
     "TaskMatrixResult",
     "accuracy",
-    "adapt_snapshot",
+    "adapted",
     "average_accuracy",
     "average_incremental_accuracy",
     "backward_transfer",

@@ -4,8 +4,8 @@ After each task segment (and, with ``eval_every``, every ``eval_every`` training
 task's test set is scored in one or both named variants:
 
 - ``frozen``: predict the test set with the learner as it is.
-- ``adapt50``: on ``learner.copy()``, learn 50 random training examples of the evaluated task (in
-  random order), then predict its test set frozen; the copy is discarded (paper section 5.2).
+- ``adapt50``: on ``learner.fork`` (or a copy), learn 50 random training examples of the evaluated task (in
+  random order), then predict its test set frozen; the fork is dropped (paper section 5.2).
 
 Neither variant changes the learner being trained. Accuracy uses :func:`nctl.evaluate.accuracy`
 (argmax for multiclass, ``p > 0.5`` for binary).
@@ -18,6 +18,7 @@ function of the seed and the learner's state, so a resumed run gives the uninter
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,16 +91,21 @@ def _test_sets(
     return test_sets
 
 
-def adapt_snapshot(learner: Learner, task: Task, rng: np.random.Generator) -> Learner:
-    """A copy of ``learner`` that has learned ``ADAPT_STEPS`` random training examples of ``task``.
-
-    The examples are drawn with ``Task.sample_train`` and learned in a random order.
-    """
-    snapshot = learner.copy()
+@contextmanager
+def adapted(learner: Learner, task: Task, rng: np.random.Generator):
+    """``learner`` as if it had also learned ``ADAPT_STEPS`` random training examples of ``task`` (drawn
+    with ``Task.sample_train``, learned in a random order), for the ``with`` block: the learner's own
+    ``fork`` where it has one (NCTL forks without copying its arenas), else a copy that learns them."""
     X, y = task.sample_train(ADAPT_STEPS, rng)
     order = rng.permutation(y.shape[0])
-    snapshot.learn_many(X[order], y[order])
-    return snapshot
+    fork = getattr(learner, "fork", None)
+    if fork is None:
+        snapshot = learner.copy()
+        snapshot.learn_many(X[order], y[order])
+        yield snapshot
+    else:
+        with fork(X[order], y[order]) as snapshot:
+            yield snapshot
 
 
 def _evaluate_all(
@@ -112,11 +118,12 @@ def _evaluate_all(
 ) -> np.ndarray:
     accuracies = np.empty(len(tasks))
     for index, (task, (X, y)) in enumerate(zip(tasks, test_sets)):
-        model = learner
         if variant == ADAPT50:
             rng = np.random.default_rng([seed, _ADAPT_STREAM, evaluation, index])
-            model = adapt_snapshot(learner, task, rng)
-        accuracies[index] = accuracy(model.predict_proba_many(X), y)
+            with adapted(learner, task, rng) as model:
+                accuracies[index] = accuracy(model.predict_proba_many(X), y)
+        else:
+            accuracies[index] = accuracy(learner.predict_proba_many(X), y)
     return accuracies
 
 
