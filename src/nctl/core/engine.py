@@ -942,8 +942,7 @@ def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
     for old, new in _enlargements_ahead:
         if old == cfg and new.record_rows > cfg.record_rows:
             return new
-    near = t is not None and tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS >= cfg.arena_depth
-    arenas = next_arena_enlargement(cfg) if near else None
+    arenas = next_arena_enlargement(cfg) if t is not None and enlargement_near(cfg, t) else None
     return _configured(cfg, record_rows=2 * cfg.record_rows, arena_depth=(arenas or cfg).arena_depth)
 
 
@@ -997,10 +996,10 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
-        if t is not None and cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk)):  # next P steps
+        if t is not None and arenas_outgrown(cfg, t):
             state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
             boundary_program(state, cfg)
-        if t is not None and tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS >= cfg.arena_depth:
+        if t is not None and enlargement_near(cfg, t):
             new = next_arena_enlargement(cfg)
             if new is not None:
                 enlarge_ahead(state, cfg, new, X.shape[1], observe)
@@ -1029,6 +1028,18 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
     boundary_program(state, cfg).program()  # ready before the stream goes on: no stall at its first boundary
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
+
+
+def arenas_outgrown(cfg: EngineConfig, t: int) -> bool:
+    """Whether the block arenas of a growing tree are too small for the next ``P`` steps from step ``t``
+    (§6.2): ``learn`` enlarges them first."""
+    return cfg.arena_depth < min(cfg.max_depth, tree.depth_for(t + cfg.chunk))
+
+
+def enlargement_near(cfg: EngineConfig, t: int) -> bool:
+    """Whether the stream at step ``t`` is within ``ENLARGE_AHEAD_DOUBLINGS`` doublings of outgrowing
+    the block arenas (§6.8): their enlargement is then compiled ahead."""
+    return tree.depth_for(t + cfg.chunk) + ENLARGE_AHEAD_DOUBLINGS >= cfg.arena_depth
 
 
 def _block(X, Y, start: int):
@@ -1099,7 +1110,7 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
     boundary among the rows (it writes pool entries), or an arena that the rows would enlarge."""
     T, n = int(state.schedule.t), X.shape[0]
     boundary = (T + n - 1) // cfg.chunk > (T - 1) // cfg.chunk  # some step t = 0 mod P
-    grows = T + n > 2**cfg.max_depth or cfg.arena_depth < min(cfg.max_depth, tree.depth_for(T + n + cfg.chunk))
+    grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
     if cfg.pool.bounded or boundary or grows:
         return None
     nets = state.nets
