@@ -273,7 +273,7 @@ def _pinned(net: Net, kept, cfg: EngineConfig):
 
 def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: EngineConfig) -> Net:
     """Store pending state ``q`` in entry ``target`` [N] of the neurons in ``writes`` [N]."""
-    net = _detach(net, writes, target, kept, cfg, now)
+    net = _detach(net, writes, target, kept, cfg)
     neurons = jnp.arange(cfg.neurons)
     slot, winner = pending.slot[q], pending.winner[q]
     E, C = cfg.entries, cfg.contexts
@@ -302,7 +302,7 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     )
 
 
-def _detach(net: Net, writes, target, kept, cfg: EngineConfig, now) -> Net:
+def _detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
     """Before entry ``target`` [N] is overwritten: continuing slots whose members still read it keep its
     lineage (copied into the slot) and, in exact mode, get every remaining block of those neurons
     created and filled from the current sources (§6.4)."""
@@ -323,21 +323,19 @@ def _detach(net: Net, writes, target, kept, cfg: EngineConfig, now) -> Net:
         return net
     affected = jnp.any(hit, axis=1)  # [S, N]: (slot, neuron) pairs to materialise
     return jax.lax.fori_loop(0, kept, lambda p, net: engine.when(
-        engine.any_net(jnp.any(affected[p])), lambda net: _materialise(net, p, affected[p], cfg, now), net), net)
+        engine.any_net(jnp.any(affected[p])), lambda net: _materialise(net, p, affected[p], cfg), net), net)
 
 
-def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig, now) -> Net:
+def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig) -> Net:
     """Create and fill, from the current sources, every missing block of ``slot`` for the neurons in
     ``neurons_hit`` [N]."""
-    W = cfg.pool.lanes
     for layer, shape in enumerate(cfg.layers):
         local = jnp.arange(shape.neurons)[:, None]
         contexts = jnp.arange(cfg.contexts)[None, :]
         need = neurons_hit[shape.offset:shape.offset + shape.neurons][:, None] & (
             net.block_of[slot, shape.offset + local, contexts] < 0)  # [N_i, C]
         net, block = engine.allocate(net, layer, cfg, need, slot, local, contexts)
-        lanes = jnp.broadcast_to(need[..., None], need.shape + (W,))
-        net = engine.fill_blocks(net, layer, cfg, slot, local, contexts, block, lanes, now)
+        net = engine.fill_blocks(net, layer, cfg, slot, local, contexts, block, need)
     return net
 
 

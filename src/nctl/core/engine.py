@@ -21,8 +21,7 @@ Layout (§6): neurons of all layers sit side by side in every per-neuron array (
 layer keeps its pool entries as ``pool_rows [N_i, C, E, width]`` and its slots' trained rows as
 ``blocks [A_i, W, width]``, one block (the ``W`` lanes' rows, contiguous) per (slot, neuron, context)
 the slot's segment has visited.
-A step first fills the rows it is about to train for the first time from their sources (compacted,
-``fill_blocks``), then reads and writes whole blocks.
+A step reads and writes whole blocks; a lane new to its block reads its source row instead (§6.2).
 
 Shapes: ``S`` slots (tree levels), ``k`` pool capacity, ``M = k + 1`` members (fresh last), ``E``
 physical pool entries, ``W`` lanes (rows trained per block), ``N`` neurons, ``C`` contexts, ``R``
@@ -541,15 +540,14 @@ def fill_round(shape: LayerShape, lanes: int) -> int:
 
 
 @jax.named_scope("fill_blocks")
-def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, lanes_mask, step):
-    """Copy into ``block`` the source rows of the lanes in ``lanes_mask`` [..., W] (blocks just created,
-    and lanes handed to a new member): compacted, ``fill_round`` items per round."""
+def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, mask):
+    """Exact mode: copy into every ``block`` where ``mask`` its members' source rows, compacted,
+    ``fill_round`` items per round (blocks a boundary creates, §6.4; a step's new blocks read their
+    sources where they are trained, §6.2)."""
     shape = cfg.layers[layer]
     W = cfg.pool.lanes
-    items = lanes_mask.shape[:-1]
-    flat = lambda a: jnp.broadcast_to(a, items).reshape(-1)
-    slot, neuron, context, block = flat(slot), flat(neuron), flat(context), flat(block)
-    mask = lanes_mask.reshape(-1, W)
+    flat = lambda a: jnp.broadcast_to(a, mask.shape).reshape(-1)
+    slot, neuron, context, block, pending = flat(slot), flat(neuron), flat(context), flat(block), flat(mask)
     count = slot.shape[0]
 
     def one_round(carry):
@@ -557,19 +555,14 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
         (index,) = jnp.nonzero(pending, size=min(fill_round(shape, W), count), fill_value=count)
         valid = index < count
         i = jnp.minimum(index, count - 1)
-        lanes = mask[i] & valid[:, None]  # [F, W]
-        member = net.lanes[slot[i], shape.offset + neuron[i]] if cfg.pool.bounded else jnp.arange(W)[None, :]
+        member = jnp.arange(W)[None, :]
         rows = source_weights(net, layer, cfg, slot[i][:, None], member, neuron[i][:, None], context[i][:, None])
-        dest = unique_or_drop(block[i][:, None] * W + jnp.arange(W), lanes, shape.blocks * W)
+        dest = unique_or_drop(block[i][:, None] * W + member, valid[:, None], shape.blocks * W)
         blocks = net.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
             rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W, shape.width)
         net = net._replace(blocks=_put(net.blocks, layer, blocks))
-        if cfg.pool.bounded:
-            stamps = net.stamps[layer].reshape(-1).at[dest.reshape(-1)].set(step, mode="drop", unique_indices=True)
-            net = net._replace(stamps=_put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
         return pending.at[jnp.where(valid, index, count)].set(False, mode="drop"), net
 
-    pending = jnp.any(mask, axis=-1)
     return jax.lax.while_loop(lambda c: any_net(jnp.any(c[0])), one_round, (pending, net))[1]
 
 
@@ -615,18 +608,21 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
         current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
 
-    if learn:  # rows trained for the first time start from their sources
-        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
+    stale = jnp.zeros(member.shape, bool)
+    if learn:  # lanes trained for the first time in their block start from their sources
         stale = live[:, None, None] & (member >= 0) & ~current
-        net = fill_blocks(net, layer, cfg, positions, neurons, contexts, block, stale, sched.t)
+        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
 
     blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
     read = jnp.where(live[:, None], block, 0)
     write = unique_or_drop(block, live[:, None], shape.blocks)
 
     @jax.named_scope("train_rows")
-    def train(blocks, index, write_index):
+    def train(blocks, slot, lane_member, index, write_index, stale):
         rows = blocks[index]
+        if learn:
+            sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
+            rows = jnp.where(stale[..., None], sources, rows)
         q = cfg.rows.predict(rows, u)
         if not learn:
             return blocks, q
@@ -634,15 +630,19 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         return blocks.at[write_index].set(new, mode="drop", unique_indices=True), q
 
     if shape.vectorised:
-        blocks, q = train(blocks, read, write)
+        blocks, q = train(blocks, positions[..., None], member, read, write, stale)
     else:
         def body(p, carry):
-            blocks, q = train(carry[0], read[p], write[p])
+            blocks, q = train(carry[0], p, member[p], read[p], write[p], stale[p])
             return blocks, carry[1].at[p].set(q)
 
         q = jnp.full((S, shape.neurons, W), 0.5, cfg.rows.dtype)
         blocks, q = jax.lax.fori_loop(0, sched.size, body, (blocks, q))
     net = net._replace(blocks=_put(net.blocks, layer, blocks))
+    if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
+        filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
+        stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
+        net = net._replace(stamps=_put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
     if learn and not cfg.pool.bounded:
         return net, jnp.moveaxis(q, 2, 1)
 
