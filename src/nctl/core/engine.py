@@ -535,7 +535,7 @@ FILL_ROUND_BYTES = 2**16  # a fill round of a small layer copies up to this many
 
 def fill_round(shape: LayerShape, lanes: int) -> int:
     """Items filled per round: a layer's neuron count, or as many multiples of it as fit in
-    ``FILL_ROUND_BYTES`` (a step's new blocks then take one round in small layers)."""
+    ``FILL_ROUND_BYTES`` (the blocks a boundary creates for one slot then take one round in small layers)."""
     return shape.neurons * max(1, FILL_ROUND_BYTES // (shape.neurons * lanes * shape.width * 4))
 
 
@@ -608,9 +608,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
         current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
 
-    stale = jnp.zeros(member.shape, bool)
-    if learn:  # lanes trained for the first time in their block start from their sources
-        stale = live[:, None, None] & (member >= 0) & ~current
+    stale = live[:, None, None] & (member >= 0) & ~current  # lanes new to their block: trained from their sources
+    if learn:
         net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
 
     blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
