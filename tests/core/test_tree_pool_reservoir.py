@@ -82,15 +82,15 @@ def test_beats_needs_more_than_rounding():
 
 
 def test_skip_evidence_joint_and_per_example_by_hand():
-    logp = jnp.log(jnp.array([[0.9, 0.2, 0.5], [0.8, 0.3, 0.5], [0.5, 0.5, 0.5]]))  # [records, members]
+    probs = jnp.array([[0.9, 0.2, 0.5], [0.8, 0.3, 0.5], [0.5, 0.5, 0.5]])  # [records, members]
     members, used = jnp.array([True, True, False]), jnp.array([True, True, False])
     for joint, want in [(True, np.log((0.9 * 0.8 + 0.2 * 0.3) / 2)),
                         (False, np.log((0.9 + 0.2) / 2) + np.log((0.8 + 0.3) / 2))]:
-        whole = pool.evidence(pool.evidence_add(pool.evidence_start(3), logp, members, used, joint), used, joint)
+        whole = pool.evidence(pool.evidence_add(pool.evidence_start(3), probs, members, used, joint), used, joint)
         assert float(whole) == pytest.approx(want)
         parts = pool.evidence_start(3)
         for m in range(3):  # members added one at a time, as pending states are
-            parts = pool.evidence_add(parts, logp[:, m:m + 1], members[m:m + 1], used, joint)
+            parts = pool.evidence_add(parts, probs[:, m:m + 1], members[m:m + 1], used, joint)
         assert float(pool.evidence(parts, used, joint)) == pytest.approx(want)
 
 

@@ -141,9 +141,14 @@ def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
     return z, jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
 
 
+def _probs(cfg: EngineConfig, weights, u, x):
+    """``q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x`` (float64)."""
+    return mixing.prob(cfg.rows.predict(weights, u), x)
+
+
 def _log_probs(cfg: EngineConfig, weights, u, x):
-    """``log q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x``."""
-    return mixing.log_prob(cfg.rows.predict(weights, u), x)
+    """``log q(x)``, as ``_probs``."""
+    return jnp.log(_probs(cfg, weights, u, x))
 
 
 SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close
@@ -198,12 +203,12 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         c = seg_c[:, n]
         roster = net.roster[:, col]  # the pool at the boundary's start, in pool order
         alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), col]
-        stored = _log_probs(cfg, net.pool_rows[layer][n, c[:, None], jnp.maximum(roster, 0)], seg_u[:, None],
-                            seg_x[:, None])  # [R, k]
+        stored = _probs(cfg, net.pool_rows[layer][n, c[:, None], jnp.maximum(roster, 0)], seg_u[:, None],
+                        seg_x[:, None])  # [R, k]
 
         def add_pending(j, acc):  # states stored by the longer segments closing at this boundary
-            logp = _log_probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x)
-            return pool.evidence_add(acc, logp[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
+            probs = _probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x)
+            return pool.evidence_add(acc, probs[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
 
         acc = pool.evidence_add(pool.evidence_start(used.shape[0]), stored, alive, used, cfg.pool.joint_evidence)
         acc = jax.lax.fori_loop(0, close.q, add_pending, acc)

@@ -44,10 +44,23 @@ from nctl.core import gating, gln, mixing, reservoir, tree
 from nctl.core.pool import PoolConfig, member_log_prior
 from nctl.core.rows import GGMRows, KTRows
 
+
+def jaxlib_version() -> tuple:
+    """(major, minor) of the installed jaxlib."""
+    from jaxlib.version import __version__
+
+    return tuple(int(part) for part in __version__.split(".")[:2])
+
+
 VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
 # computed for every slot at once; larger layers loop over the live slots only
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
+# XLA:CPU hands small reductions to its YNNPACK library. Measured on the river path (one row per call), one
+# such reduction took ~170 us per call against ~18 us when the calls come back to back (a batch), and ~10
+# us in XLA's own code: the engine's programs keep every reduction in XLA's code (docs/algorithm.md §6.9).
+# jaxlib < 0.9 has neither the library nor the option.
+COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""} if jaxlib_version() >= (0, 9) else None
 
 
 def unique_or_drop(index, keep, size: int):
@@ -802,7 +815,7 @@ def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig)
 Observe = Callable[[State, EngineConfig], Any] | None  # a module-level function: it keys compiled programs
 
 
-@partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,))
+@partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
 def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next, predict_next):
     """Learn rows ``Z[:n]`` in order until one ends at a step whose boundary updates the pool (``t = 0
     mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``; then, if
@@ -837,7 +850,7 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
     return state, preds, obs, done, due, p_next
 
 
-@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
+@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
 def boundary(state: State, cfg: EngineConfig):
     """The boundary after a step ``t = 0 mod P``: pool updates, the restart, the records of the next ``P``.
     Returns the state and the count of record rows no reservoir holds."""
@@ -851,7 +864,7 @@ def predict_row(state: State, z, cfg: EngineConfig):
     return per_net(lambda net: forward(net, state.schedule, z, jnp.float32(0), cfg, learn=False).p, state.nets)
 
 
-@partial(jax.jit, static_argnums=(2,))
+@partial(jax.jit, static_argnums=(2,), compiler_options=COMPILER_OPTIONS)
 def _predict(state: State, Z, cfg: EngineConfig):
     return jax.lax.map(lambda z: predict_row(state, z, cfg), Z)
 

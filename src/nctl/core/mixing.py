@@ -53,11 +53,16 @@ def predict(weights, logits, prob_eps: float = PROB_EPS):
     return jnp.clip(1.0 / (1.0 + jnp.exp(-a)), prob_eps, 1.0 - prob_eps)
 
 
-def log_prob(q, x):
-    """``log q(x)`` in float64 of a clipped prediction ``q`` that ``x = 1``: one logarithm, of ``q`` or of
-    ``1 - q`` (exact in float64 for a float32 ``q``)."""
+def prob(q, x):
+    """``q(x)`` in float64 of a clipped prediction ``q`` that ``x = 1``: ``q`` or ``1 - q`` (exact in
+    float64 for a float32 ``q``)."""
     q = jnp.asarray(q).astype(jnp.float64)
-    return jnp.log(jnp.where(x > 0, q, 1.0 - q))
+    return jnp.where(x > 0, q, 1.0 - q)
+
+
+def log_prob(q, x):
+    """``log q(x)`` in float64: one logarithm, of ``q`` or of ``1 - q``."""
+    return jnp.log(prob(q, x))
 
 
 def update(weights, logits, q, x, cfg: GGMConfig):

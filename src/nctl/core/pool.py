@@ -92,15 +92,15 @@ def evidence_start(records: int):
     return jnp.zeros(records, jnp.float64), jnp.float64(-jnp.inf), jnp.float64(0.0)
 
 
-def evidence_add(acc, logp, members, used, joint: bool):
-    """Add pool members with frozen log probabilities ``logp`` [R, m]; ``members`` [m] says which count and
-    ``used`` [R] which records."""
+def evidence_add(acc, probs, members, used, joint: bool):
+    """Add pool members with frozen probabilities ``probs`` [R, m] of the records' labels; ``members`` [m]
+    says which count and ``used`` [R] which records."""
     sums, lse, count = acc
     if joint:
-        totals = jnp.sum(jnp.where(used[:, None], logp, 0.0), axis=0)
+        totals = jnp.sum(jnp.where(used[:, None], jnp.log(probs), 0.0), axis=0)
         lse = jnp.logaddexp(lse, logsumexp(jnp.where(members, totals, -jnp.inf)))
     else:
-        sums = sums + jnp.sum(jnp.where(members[None, :], jnp.exp(logp), 0.0), axis=1)
+        sums = sums + jnp.sum(jnp.where(members[None, :], probs, 0.0), axis=1)
     return sums, lse, count + jnp.sum(members)
 
 
