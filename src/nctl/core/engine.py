@@ -633,8 +633,12 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     def train(blocks, slot, lane_member, index, write_index, stale):
         rows = blocks[index]
         if learn:
-            sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
-            rows = jnp.where(stale[..., None], sources, rows)
+            def read_sources(rows):
+                sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
+                return jnp.where(stale[..., None], sources, rows)
+
+            # a vectorised layer's newest slot always has new lanes; one slot of a looped layer seldom does
+            rows = read_sources(rows) if shape.vectorised else when(any_net(jnp.any(stale)), read_sources, rows)
         q = cfg.rows.predict(rows, u)
         if not learn:
             return blocks, q
@@ -821,8 +825,9 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
     mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``; then, if
     ``predict_next`` and every row is done with no boundary due, predict the row ``z_next`` [d] at the
     new state (the next step's frozen prediction, as ``predict``; one program whether asked or not).
-    Returns ``(state, predictions [B, classes], observations, rows done, boundary due, prediction of
-    z_next [classes], NaN where not made)``."""
+    Returns ``(state, outcome, observations)``: ``outcome`` packs into one float64 array (one transfer
+    to the host, §6.9) the predictions [B, classes], the prediction of ``z_next`` [classes] (NaN where
+    not made), the rows done and whether a boundary is due; ``unpack`` splits it."""
     last_step = 2**cfg.max_depth
 
     def can_go(carry):
@@ -847,7 +852,17 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
     unmade = jax.eval_shape(lambda: predict_row(state, z_next, cfg))
     p_next = jax.lax.cond(predict_next & (done == n) & ~due, lambda: predict_row(state, z_next, cfg),
                           lambda: jnp.full(unmade.shape, jnp.nan, unmade.dtype))
-    return state, preds, obs, done, due, p_next
+    outcome = jnp.concatenate([preds.reshape(-1), p_next.astype(jnp.float64).reshape(-1),
+                               jnp.stack([done, due]).astype(jnp.float64)])
+    return state, outcome, obs
+
+
+def unpack(outcome: np.ndarray, cfg: EngineConfig):
+    """``run_steps``' outcome as ``(predictions [B, classes], prediction of z_next [classes], rows done,
+    boundary due)``."""
+    classes = cfg.n_nets
+    preds, p_next = outcome[:-2 - classes].reshape(-1, classes), outcome[-2 - classes:-2]
+    return preds, p_next, int(outcome[-2]), bool(outcome[-1])
 
 
 @partial(jax.jit, static_argnums=(1,), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
@@ -1017,18 +1032,16 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
                 enlarge_ahead(state, cfg, new, X.shape[1], observe)
         Z, labels, n = _block(X, Y, a)
         ask = z_next is not None and a + n == X.shape[0]
-        state, p, obs, done, due, p_next = run_steps(state, Z, labels, n, cfg, observe,
-                                                     z_next if ask else Z[0], ask)
-        p, done, due, p_next = jax.device_get((p, done, due, p_next))  # one transfer; slicing on the host compiles nothing
-        done = int(done)
+        state, outcome, obs = run_steps(state, Z, labels, n, cfg, observe, z_next if ask else Z[0], ask)
+        p, p_next, done, due = unpack(np.asarray(outcome), cfg)  # slicing on the host compiles nothing
         probs.append(p[:done])
         if observe is not None:
             observations.append(jax.tree.map(lambda o: np.asarray(o)[:done], obs))
         a += done
         t = None if t is None else t + done
-        if not ask or bool(due) or done < n:  # the prediction of z_next was not made
+        if not ask or due or done < n:  # the prediction of z_next was not made
             p_next = None
-        if bool(due):
+        if due:
             state, unheld = boundary_program(state, cfg).program()(state)
             ok, unheld = jax.device_get((state.records.ok, unheld))
             if not ok:  # the reservoirs hold more records than the arena has room for
