@@ -633,12 +633,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     def train(blocks, slot, lane_member, index, write_index, stale):
         rows = blocks[index]
         if learn:
-            def read_sources(rows):
-                sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
-                return jnp.where(stale[..., None], sources, rows)
-
-            # a vectorised layer's newest slot always has new lanes; one slot of a looped layer seldom does
-            rows = read_sources(rows) if shape.vectorised else when(any_net(jnp.any(stale)), read_sources, rows)
+            sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
+            rows = jnp.where(stale[..., None], sources, rows)
         q = cfg.rows.predict(rows, u)
         if not learn:
             return blocks, q
