@@ -103,9 +103,7 @@ def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
     assert compilations_of(double, x) == 1
     assert not _memory.trim_compiled_programs() and compilations_of(double, x) == 0  # kept
     monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)
-    # dropped: made again (once counted twice under pytest-xdist, whose workers share the session's cache;
-    # the cause was not found, and what the test is about is that the program is made again at all)
-    assert _memory.trim_compiled_programs() and compilations_of(double, x) >= 1
+    assert _memory.trim_compiled_programs() and compilations_of(double, x) == 1  # dropped: compiled again
 
 
 def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_learns(monkeypatch):
