@@ -56,10 +56,9 @@ VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fi
 # computed for every slot at once; larger layers loop over the live slots only
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
-# XLA:CPU hands small reductions to its YNNPACK library. Measured on the river path (one row per call), one
-# such reduction took ~170 us per call against ~18 us when the calls come back to back (a batch), and ~10
-# us in XLA's own code: the engine's programs keep every reduction in XLA's code (docs/algorithm.md §6.9).
-# jaxlib < 0.9 has neither the library nor the option.
+# XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
+# call): the engine's programs keep every reduction in XLA's own code (docs/algorithm.md §6.9). jaxlib <
+# 0.9 has neither the library nor the option.
 COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""} if jaxlib_version() >= (0, 9) else None
 
 
