@@ -155,3 +155,111 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
         mine = compiles.count(threading.get_ident())
     assert model.cfg_.arena_depth > start.arena_depth and model.cfg_.record_rows > start.record_rows
     assert first > 0 and mine == first and model.t_ == 140
+
+
+STORED_SCRIPT = """
+import sys, numpy as np, jax, nctl
+traced = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, fun_name=None, **kw: traced.append(fun_name)
+    if event == "/jax/core/compile/jaxpr_trace_duration" else None)
+nctl.enable_compilation_cache(sys.argv[1])
+X = np.random.default_rng(0).normal(size=(12, 3)).astype(np.float32)
+model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=5, seed=3)
+preds = []
+for x in X:  # river's order
+    preds.append(model.predict_proba_one(x))
+    model.learn_one(x, int(x[0] > 0))
+preds += list(model.predict_proba_many(X[:3]))
+print(" ".join(sorted(set(traced) & {"run_steps", "boundary", "_predict", "init", "resize"})) or "-")
+print(" ".join(repr(float(p)) for p in preds))
+"""
+
+
+def run_stored(cache) -> tuple[set, list]:
+    """Run the stored-programs script in a new process: the engine programs it traced, its predictions."""
+    env = dict(os.environ)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", STORED_SCRIPT, str(cache)], check=True, env=env, timeout=300,
+                          capture_output=True, text=True)
+    traced, preds = done.stdout.strip().splitlines()[-2:]
+    return set(traced.split()) - {"-"}, [float(p) for p in preds.split()]
+
+
+def test_a_new_process_runs_the_engine_programs_stored_by_an_earlier_one_without_tracing_them(tmp_path):
+    """§6.10: the first process exports the step, boundary, prediction and init programs into the
+    cache folder; the second loads them, traces none of them, and predicts exactly as the first."""
+    first_traced, first = run_stored(tmp_path)
+    stored = sorted(p.name.split("-")[0] for p in (tmp_path / "exported").glob("*.jaxexport"))
+    assert {"run_steps", "boundary", "_predict", "init"} <= set(stored)
+    assert {"run_steps", "boundary"} <= first_traced
+    second_traced, second = run_stored(tmp_path)
+    assert second_traced == set() and second == first
+
+
+def test_stored_programs_learn_and_predict_as_jit_does(tmp_path):
+    """The same learner with its programs exported and run from the store, and with plain ``jax.jit``:
+    every prediction and every state array equal, across pool boundaries and a resize."""
+    from nctl.core import programs
+
+    X = np.random.default_rng(5).normal(size=(40, 3)).astype(np.float32)
+    y = (X[:, 1] > 0).astype(int)
+
+    def run():
+        model = nctl.NCTL(layer_sizes=(4, 1), context_bits=2, pool_size=2, min_segment=4, depth=None, seed=4)
+        preds = [model.learn_many(X[:20], y[:20])]
+        for x, label in zip(X[20:], y[20:]):
+            preds.append([model.predict_proba_one(x)])
+            model.learn_one(x, label)
+        return np.concatenate([np.ravel(p) for p in preds]), jax.tree.leaves(model.state_)
+
+    before = programs.folder()
+    try:
+        programs.use_folder(tmp_path)
+        stored_preds, stored_state = run()
+        assert list(tmp_path.glob("run_steps-*.jaxexport"))
+        programs.use_folder(None)
+        plain_preds, plain_state = run()
+    finally:
+        programs.use_folder(before)
+    np.testing.assert_array_equal(stored_preds, plain_preds)
+    for a, b in zip(stored_state, plain_state, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_an_unreadable_stored_program_is_made_again(tmp_path):
+    """A stored file that does not deserialise is exported and written again, and the program runs."""
+    from nctl.core import engine, programs
+
+    state_of = lambda: nctl.NCTL(layer_sizes=(2, 1), context_bits=1, seed=1)  # noqa: E731
+    X = np.ones((2, 3), np.float32)
+    before = programs.folder()
+    try:
+        programs.use_folder(tmp_path)
+        expected = state_of().learn_many(X, np.array([1, 0]))
+        for path in tmp_path.glob("*.jaxexport"):
+            path.write_bytes(b"not a program")
+        fresh = programs.jit(engine.run_steps.__wrapped__, static_argnums=(4, 5), donate_argnums=(0,),
+                             compiler_options=engine.COMPILER_OPTIONS)
+        model = state_of()
+        model.learn_many(X[:1], np.array([1]))  # the learner's state, made by the stored init (made again)
+        state, outcome, _ = fresh(model.state_, *engine._block(X[1:], np.array([0]), 0), model.cfg_, None, X[0], False)
+        assert engine.unpack(np.asarray(outcome), model.cfg_)[0][0, 0] == expected[1]
+        assert [path.read_bytes()[:13] != b"not a program" for path in tmp_path.glob("run_steps-*.jaxexport")] == [True]
+    finally:
+        programs.use_folder(before)
+
+
+def test_without_a_serialiser_programs_are_plain_jit(monkeypatch, tmp_path):
+    """Without ``flatbuffers`` (what ``jax.export`` serialises with) nothing is stored and learning works."""
+    from nctl.core import programs
+
+    before = programs.folder()
+    monkeypatch.setattr(programs, "_can_serialise", lambda: False)
+    try:
+        assert programs.use_folder(tmp_path) is None and programs.folder() is None
+        p = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, seed=2).learn_many(np.ones((3, 2), np.float32), np.array([1, 0, 1]))
+        assert np.all(np.isfinite(p)) and not list(tmp_path.glob("*.jaxexport"))
+    finally:
+        monkeypatch.undo()
+        programs.use_folder(before)

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import jax
 
+from nctl.core import programs
+
 CACHE_ENV = "NCTL_CACHE_DIR"  # a folder, or "off" to leave the cache off in the command line
+EXPORTED = "exported"  # the subfolder of the engine's exported programs
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a disk entry
 
 
@@ -28,13 +31,16 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nctl" / "jax"
 
 
-def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
+def enable_compilation_cache(path: str | os.PathLike | None = None, exported: bool = True) -> Path:
     """Store compiled programs in ``path`` (default ``default_cache_dir()``) and reuse them across
-    processes. Returns the folder. Safe to call more than once; several processes may share a folder."""
+    processes; with ``exported``, also the NCTL engine's programs as exported by ``jax.export``
+    (``path/exported``), which a new process loads without tracing them (``nctl.core.programs``).
+    Returns the folder. Safe to call more than once; several processes may share a folder."""
     folder = Path(path).expanduser() if path is not None else default_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    programs.use_folder(folder / EXPORTED if exported else None)
     return folder
 
 

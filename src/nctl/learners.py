@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl import _atomic, _memory
-from nctl.core import engine, gln, mixing, tree
+from nctl.core import engine, gln, mixing, programs, tree
 from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows
@@ -428,7 +428,7 @@ class GLN(_OnlineLearner):
 
 # ----------------------------------------------------------------------------- NCTL
 
-_engine_init = jax.jit(engine.init, static_argnums=(0, 2))  # one program (op by op: ~100 compilations, seconds)
+_engine_init = programs.jit(engine.init, static_argnums=(0, 2))  # one program (op by op: ~100 compilations, seconds)
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 

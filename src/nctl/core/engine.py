@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.nn import logsumexp, softmax
 
-from nctl.core import gating, gln, mixing, reservoir, tree
+from nctl.core import gating, gln, mixing, programs, reservoir, tree
 from nctl.core.pool import PoolConfig, member_log_prior
 from nctl.core.rows import GGMRows, KTRows
 
@@ -274,6 +274,9 @@ class State(NamedTuple):
     nets: Net  # leading class-network axis
     records: Records
     key: jax.Array  # uint64 seed of all reservoir randomness (nctl.core.reservoir)
+
+
+programs.register(State, Net, Records, tree.Schedule)  # the state's types, for programs stored on disk (§6.10)
 
 
 def per_net(fn, *args):
@@ -814,7 +817,7 @@ def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig)
 Observe = Callable[[State, EngineConfig], Any] | None  # a module-level function: it keys compiled programs
 
 
-@partial(jax.jit, static_argnums=(4, 5), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
+@partial(programs.jit, static_argnums=(4, 5), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
 def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next, predict_next):
     """Learn rows ``Z[:n]`` in order until one ends at a step whose boundary updates the pool (``t = 0
     mod P``; that boundary is left to ``boundary``) or the tree would outgrow ``max_depth``; then, if
@@ -860,7 +863,7 @@ def unpack(outcome: np.ndarray, cfg: EngineConfig):
     return preds, p_next, int(outcome[-2]), bool(outcome[-1])
 
 
-@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
+@partial(programs.jit, static_argnums=(1,), donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
 def boundary(state: State, cfg: EngineConfig):
     """The boundary after a step ``t = 0 mod P``: pool updates, the restart, the records of the next ``P``.
     Returns the state and the count of record rows no reservoir holds."""
@@ -874,12 +877,12 @@ def predict_row(state: State, z, cfg: EngineConfig):
     return per_net(lambda net: forward(net, state.schedule, z, jnp.float32(0), cfg, learn=False).p, state.nets)
 
 
-@partial(jax.jit, static_argnums=(2,), compiler_options=COMPILER_OPTIONS)
+@partial(programs.jit, static_argnums=(2,), compiler_options=COMPILER_OPTIONS)
 def _predict(state: State, Z, cfg: EngineConfig):
     return jax.lax.map(lambda z: predict_row(state, z, cfg), Z)
 
 
-_resize = jax.jit(resize, static_argnums=(1, 2))
+_resize = programs.jit(resize, static_argnums=(1, 2))
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -1,0 +1,157 @@
+"""Compiled programs that a new process loads without tracing them (docs/algorithm.md §6.10).
+
+JAX's persistent compilation cache spares a new process XLA's compilation, but not the tracing and
+lowering that compute the cache's key: for the engine's step and boundary programs these take seconds
+(most of a river stream's first example). ``jit(fun, ...)`` here is ``jax.jit`` with one addition:
+once ``use_folder(path)`` has named a folder (``nctl.enable_compilation_cache`` does), each program is
+exported (``jax.export``: its StableHLO, for the static arguments and argument shapes of the call)
+into that folder the first time it is needed, and a later process reads it from there; either way the
+program runs as ``jax.jit`` of the exported function, which compiles it (or loads it from the
+persistent cache) without tracing ``fun``. A stored program's key covers the function's name, its
+static arguments, the shapes and types of the others, the source of ``nctl.core``, the JAX version
+and the platform, so an edited engine or another JAX never loads an old program.
+
+Programs whose static arguments include a function (an observation hook) are not stored; without a
+folder, or without the ``flatbuffers`` package that ``jax.export`` serialises with, everything is
+plain ``jax.jit``. Writes are atomic (``nctl._atomic``), so processes may share a folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+from jax import export
+
+from nctl._atomic import write_bytes
+
+_folder: Path | None = None
+PROGRAMS_KEPT = 32  # stored programs held in memory (each: its module, and jit's compiled executable)
+
+
+def use_folder(path: str | os.PathLike | None) -> Path | None:
+    """Store and load exported programs in ``path`` (None: stop). Returns the folder, or None when
+    this JAX cannot serialise exported programs."""
+    global _folder
+    _folder = None
+    if path is None or not _can_serialise():
+        return None
+    _folder = Path(path)
+    _folder.mkdir(parents=True, exist_ok=True)
+    return _folder
+
+
+def folder() -> Path | None:
+    return _folder
+
+
+@lru_cache(maxsize=1)
+def _can_serialise() -> bool:
+    try:
+        import flatbuffers  # noqa: F401  (what jax.export serialises with)
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """A digest of every module of ``nctl.core`` and of the JAX that lowers them."""
+    from jaxlib.version import __version__ as jaxlib_version
+
+    digest = hashlib.sha256(f"{jax.__version__} {jaxlib_version} {jax.default_backend()}".encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def register(*kinds: type) -> None:
+    """Name the NamedTuple types that stored programs take or return, so that they can be serialised."""
+    for kind in kinds:
+        export.register_namedtuple_serialization(kind, serialized_name=f"{kind.__module__}.{kind.__qualname__}")
+
+
+def _signature(args) -> tuple:
+    """The structure of ``args`` and the shape, dtype and weak type of each array (or shape struct)
+    among them, the type of each Python scalar: what a program exported for ``args`` is specific to."""
+    leaves, treedef = jax.tree.flatten(args)
+    return treedef, tuple((a.shape, a.dtype, getattr(a, "weak_type", False)) if hasattr(a, "shape") else type(a)
+                          for a in leaves)
+
+
+def _kinds(args) -> tuple:
+    """A cheaper key than ``_signature`` for the programs of one process (one call per river row): the
+    shape and dtype of each array argument, the structure of each pytree argument (the engine's state,
+    whose shapes its configuration, a static argument, determines), the type of each Python scalar."""
+    return tuple((a.shape, a.dtype) if hasattr(a, "shape") else jax.tree.structure(a) if isinstance(a, tuple)
+                 else type(a) for a in args)
+
+
+class jit:
+    """``jax.jit(fun, static_argnums=..., donate_argnums=..., compiler_options=...)``, whose programs
+    are stored in and loaded from ``use_folder``'s folder when one is set (module docstring)."""
+
+    def __init__(self, fun: Callable, static_argnums: tuple = (), donate_argnums: tuple = (),
+                 compiler_options: dict | None = None):
+        if not fun.__module__.startswith("nctl.core.") or "<" in fun.__qualname__:
+            raise ValueError(f"{fun.__qualname__}: stored programs are named by module and name, so they must be "
+                             "module-level functions of nctl.core (whose source their key covers)")
+        self._fun, self._static, self._donate = fun, tuple(static_argnums), tuple(donate_argnums)
+        self._options = compiler_options
+        self._jitted = jax.jit(fun, static_argnums=static_argnums, donate_argnums=donate_argnums,
+                               compiler_options=compiler_options)
+        self._programs: OrderedDict = OrderedDict()  # key -> jax.jit of the exported function
+        self._lock = threading.Lock()  # programs are also made in compile-ahead threads
+        self.__name__, self.__doc__, self.__wrapped__ = fun.__name__, fun.__doc__, fun
+
+    def __call__(self, *args):
+        program, dynamic = self._program(args)
+        return program(*dynamic)
+
+    def lower(self, *args):
+        """Lowered for ``args`` (arrays or ``jax.ShapeDtypeStruct``): ``.compile()`` also makes the
+        program that calls with these kinds of arguments find."""
+        program, dynamic = self._program(args)
+        return program.lower(*dynamic)
+
+    def _program(self, args) -> tuple[Any, tuple]:
+        """The program for ``args``, and the arguments it takes (the dynamic ones)."""
+        statics = tuple(args[i] for i in self._static)
+        if _folder is None or any(callable(s) for s in statics):
+            return self._jitted, args
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self._static)
+        key = (statics, _kinds(dynamic))
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = self._make(args, (statics, _signature(dynamic)))
+                self._programs[key] = program
+                while len(self._programs) > PROGRAMS_KEPT:
+                    self._programs.popitem(last=False)
+            self._programs.move_to_end(key)
+        return program, dynamic
+
+    def _make(self, args, key):
+        """Load the exported program from the folder, or export it there; wrap it in ``jax.jit``."""
+        name = hashlib.sha256(f"{self._fun.__module__}.{self._fun.__qualname__} {key!r} {_source_digest()}"
+                              .encode()).hexdigest()[:32]
+        path = _folder / f"{self._fun.__name__}-{name}.jaxexport"
+        exported = None
+        if path.is_file():
+            try:
+                exported = export.deserialize(bytearray(path.read_bytes()))
+            except Exception:  # an unreadable file is made again
+                exported = None
+        if exported is None:
+            exported = export.export(self._jitted)(*args)
+            write_bytes(path, exported.serialize())
+        positions = [i for i in range(len(args)) if i not in self._static]
+        donate = tuple(positions.index(i) for i in self._donate)
+        return jax.jit(exported.call, donate_argnums=donate, compiler_options=self._options)
+
