@@ -250,16 +250,30 @@ def test_an_unreadable_stored_program_is_made_again(tmp_path):
         programs.use_folder(before)
 
 
-def test_without_a_serialiser_programs_are_plain_jit(monkeypatch, tmp_path):
-    """Without ``flatbuffers`` (what ``jax.export`` serialises with) nothing is stored and learning works."""
-    from nctl.core import programs
+def test_without_a_serialiser_nothing_is_stored(monkeypatch, tmp_path):
+    """Without ``flatbuffers`` (what ``jax.export`` serialises with) no folder is used and every program
+    is plain ``jax.jit`` (the path that test_stored_programs_learn_and_predict_as_jit_does compares with)."""
+    from nctl.core import engine, programs
 
     before = programs.folder()
     monkeypatch.setattr(programs, "_can_serialise", lambda: False)
     try:
         assert programs.use_folder(tmp_path) is None and programs.folder() is None
-        p = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, seed=2).learn_many(np.ones((3, 2), np.float32), np.array([1, 0, 1]))
-        assert np.all(np.isfinite(p)) and not list(tmp_path.glob("*.jaxexport"))
+        init = programs.jit(engine.init, static_argnums=(0, 2))
+        args = ("a configuration", np.zeros(2, np.uint32), 0)
+        assert init._program(args) == (init._jitted, args)
     finally:
         monkeypatch.undo()
         programs.use_folder(before)
+    assert not list(tmp_path.iterdir())
+
+
+def test_only_module_level_functions_of_the_core_are_stored():
+    """A stored program is named by its function's module and name, so a lambda or a function from
+    elsewhere, which the key could not tell apart, is refused."""
+    from nctl.core import programs
+
+    with pytest.raises(ValueError, match="module-level functions of nctl.core"):
+        programs.jit(lambda x: 2 * x)
+    with pytest.raises(ValueError, match="module-level functions of nctl.core"):
+        programs.jit(np.sum)
