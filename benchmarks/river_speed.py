@@ -6,7 +6,7 @@ the first-example latency of NCTL (which includes compiling, or loading compiled
 persistent cache).
 
     python benchmarks/river_speed.py [--rows 5000] [--data-dir DIR] [--nctl-args '{"learning_rate": 0.1}']
-                                     [--cache DIR]
+                                     [--cache DIR [--no-exported]]
 
 With ``--cache DIR`` the run uses (and fills) a persistent compilation cache there: run it twice to see
 the first-example latency of a process that compiles and of one that loads.
@@ -47,9 +47,11 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--nctl-args", default="{}", help="JSON of NCTLClassifier parameters (default: its defaults)")
     parser.add_argument("--cache", default=None, help="a persistent compilation cache folder (default: none)")
+    parser.add_argument("--no-exported", action="store_true",
+                        help="with --cache: compiled programs only, not the engine's exported ones (algorithm §6.10)")
     args = parser.parse_args()
     if args.cache:
-        enable_compilation_cache(args.cache)
+        enable_compilation_cache(args.cache, exported=not args.no_exported)
     stream = elec2_rows(args.data_dir, args.rows)
 
     nctl_model = preprocessing.StandardScaler() | NCTLClassifier(**json.loads(args.nctl_args))
@@ -63,7 +65,8 @@ def main() -> None:
     results["hat"] = timed(tree.HoeffdingAdaptiveTreeClassifier(seed=0), stream)
     for name in results:
         results[name]["over_arf"] = round(results[name]["examples_per_s"] / results["arf"]["examples_per_s"], 2)
-    print(json.dumps({"rows": args.rows, "cpu": cpu_name(), "cache": args.cache, "nctl_args": json.loads(args.nctl_args), **results},
+    print(json.dumps({"rows": args.rows, "cpu": cpu_name(), "cache": args.cache, "exported": bool(args.cache) and not args.no_exported,
+                      "nctl_args": json.loads(args.nctl_args), **results},
                      indent=2))
 
 
