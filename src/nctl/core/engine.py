@@ -877,9 +877,14 @@ def predict_row(state: State, z, cfg: EngineConfig):
     return per_net(lambda net: forward(net, state.schedule, z, jnp.float32(0), cfg, learn=False).p, state.nets)
 
 
-@partial(programs.jit, static_argnums=(2,), compiler_options=COMPILER_OPTIONS)
-def _predict(state: State, Z, cfg: EngineConfig):
-    return jax.lax.map(lambda z: predict_row(state, z, cfg), Z)
+@partial(programs.jit, static_argnums=(3,), compiler_options=COMPILER_OPTIONS)
+def _predict(state: State, Z, n, cfg: EngineConfig):
+    """Frozen predictions of the first ``n`` rows of ``Z`` [B, d] (the rest 0). ``predict`` calls it
+    with ``B = 1`` (one row: the program compiled ahead for the river path, §6.8) or ``PREDICT_BLOCK``
+    (any other number of rows), so a configuration compiles at most two prediction programs."""
+    row = jax.eval_shape(lambda: predict_row(state, Z[0], cfg))
+    out = jnp.zeros((Z.shape[0],) + row.shape, row.dtype)
+    return jax.lax.fori_loop(0, n, lambda i, out: out.at[i].set(predict_row(state, Z[i], cfg)), out)
 
 
 _resize = programs.jit(resize, static_argnums=(1, 2))
@@ -921,7 +926,7 @@ _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhea
 def _lower_ahead(shapes, cfg: EngineConfig):
     """The boundary, lowered; first the one-row prediction is compiled into ``jit``'s own cache (with
     committed states the two agree), so that the river path's first prediction finds it too."""
-    _predict.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), cfg).compile()
+    _predict.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), 1, cfg).compile()
     return boundary.lower(shapes, cfg)
 
 
@@ -1104,10 +1109,10 @@ def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
     out = []
     for a in range(0, X.shape[0], PREDICT_BLOCK):
         rows = X[a:a + PREDICT_BLOCK]
-        size = 1 << max(0, rows.shape[0] - 1).bit_length()  # one compiled shape per power of two
+        size = 1 if rows.shape[0] == 1 else PREDICT_BLOCK  # two compiled shapes for any number of rows
         Z = np.zeros((size, X.shape[1]), np.float32)
         Z[:rows.shape[0]] = rows
-        out.append(np.asarray(_predict(state, Z, cfg))[:rows.shape[0]])
+        out.append(np.asarray(_predict(state, Z, rows.shape[0], cfg))[:rows.shape[0]])
     return np.concatenate(out) if out else np.zeros((0, cfg.n_nets))
 
 
