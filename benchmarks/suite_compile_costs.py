@@ -1,0 +1,77 @@
+"""Where the test suite's time goes: a pytest plugin that logs, per test, its wall time and the seconds
+JAX spent tracing, lowering and compiling during it; and, run as a script, their sums as JSON.
+
+    NCTL_COMPILE_LOG=DIR PYTHONPATH=benchmarks python -m pytest -p suite_compile_costs
+    python benchmarks/suite_compile_costs.py DIR [--top 20]
+
+Each worker process appends one JSON line per test to ``DIR/<pid>.jsonl``. The sums add the workers'
+time, so they exceed the suite's wall time; the JAX seconds also count compilations in compile-ahead
+threads (docs/algorithm.md §6.8), which overlap the test that started them.
+"""
+
+import argparse
+import collections
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+EVENTS = {"jaxpr_trace_duration": "trace_s", "jaxpr_to_mlir_module_duration": "lower_s",
+          "backend_compile_duration": "compile_s"}
+LOG = "NCTL_COMPILE_LOG"
+
+_current: collections.Counter = collections.Counter()
+
+
+def _on_duration(event, duration, **_):
+    kind = EVENTS.get(event.rsplit("/", 1)[-1])
+    if kind is not None:
+        _current[kind] += duration
+        if kind == "compile_s":
+            _current["compilations"] += 1
+
+
+def pytest_configure(config):
+    import jax
+
+    Path(os.environ[LOG]).mkdir(parents=True, exist_ok=True)
+    jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current.clear()
+    start = time.perf_counter()
+    yield
+    line = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 3),
+            **{k: round(v, 3) for k, v in _current.items()}}
+    with open(Path(os.environ[LOG]) / f"{os.getpid()}.jsonl", "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+
+def summary(folder: Path, top: int) -> dict:
+    tests = [json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    total = lambda key, rows=tests: round(sum(t.get(key, 0) for t in rows), 1)  # noqa: E731
+    keys = ["wall_s", *EVENTS.values(), "compilations"]
+    files = collections.defaultdict(list)
+    for t in tests:
+        files[t["test"].split("::")[0]].append(t)
+    by_file = {name: {key: total(key, rows) for key in keys}
+               for name, rows in sorted(files.items(), key=lambda kv: -total("wall_s", kv[1]))}
+    slowest = sorted(tests, key=lambda t: -t["wall_s"])[:top]
+    return {"tests": len(tests), **{key: total(key) for key in keys}, "by_file": by_file, "slowest": slowest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--top", type=int, default=20)
+    args = parser.parse_args()
+    print(json.dumps(summary(args.folder, args.top), indent=1))
+
+
+if __name__ == "__main__":
+    main()
