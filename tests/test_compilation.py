@@ -277,32 +277,3 @@ def test_only_module_level_functions_of_the_core_are_stored():
         programs.jit(lambda x: 2 * x)
     with pytest.raises(ValueError, match="module-level functions of nctl.core"):
         programs.jit(np.sum)
-
-
-def test_the_boundary_computes_the_same_bits_with_either_code_generator(monkeypatch):
-    """The pool boundary is compiled with XLA:CPU's older elementwise code generator (faster to compile,
-    docs/algorithm.md §6.8); a stream whose boundaries refine, add and evict learns bit for bit what it
-    learns with the boundary compiled as the other programs are."""
-    from collections import OrderedDict
-
-    from nctl.core import engine, programs
-
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(160, 3)).astype(np.float32)
-    y = ((X[:, 0] > 0) ^ (np.arange(160) // 40 % 2 == 1)).astype(int)  # two concepts, alternating
-
-    def learned():
-        model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=9, seed=3)
-        return model.learn_many(X, y), model
-
-    older_preds, older = learned()
-    monkeypatch.setattr(engine, "_boundary_programs", OrderedDict())
-    monkeypatch.setattr(engine, "boundary", programs.jit(engine.boundary.__wrapped__, static_argnums=(1,),
-                                                         donate_argnums=(0,), compiler_options=engine.COMPILER_OPTIONS))
-    default_preds, default = learned()
-    assert engine.BOUNDARY_COMPILER_OPTIONS != engine.COMPILER_OPTIONS
-    events = np.concatenate([np.asarray(layer).reshape(-1, 4) for layer in older.pool_events()[0]]).sum(axis=0)
-    assert events[0] > 0 and events[2] > 0 and events[3] > 0  # refines, adds and evictions happened
-    np.testing.assert_array_equal(older_preds, default_preds)
-    for a, b in zip(jax.tree.leaves(older.state_), jax.tree.leaves(default.state_), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
