@@ -213,9 +213,10 @@ def test_progress_shows_a_step_bar_per_learner_of_a_task_matrix_seed(tmp_path, c
 
 
 def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training(tmp_path, monkeypatch):
+    # 240 steps (depth 8), as in test_cli_list_run_report: the learner that one compiles serves both
     exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl"]', "max_test": "20",
-                                       "stream_args.n_segments": "3", "stream_args.segment_length": "20"})
-    state = nctl.NCTL(**exp.network, **exp.nctl, depth=6, n_classes=2).state_bytes(10)
+                                       "stream_args.n_segments": "3", "stream_args.segment_length": "80"})
+    state = nctl.NCTL(**exp.network, **exp.nctl, depth=8, n_classes=2).state_bytes(10)
     assert state > 0
     monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
     refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
