@@ -36,6 +36,8 @@ def _on_duration(event, duration, **_):
 def pytest_configure(config):
     import jax
 
+    if not os.environ.get(LOG):
+        raise pytest.UsageError(f"-p suite_compile_costs logs into the folder named by {LOG}; set it")
     Path(os.environ[LOG]).mkdir(parents=True, exist_ok=True)
     jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
