@@ -53,7 +53,6 @@ def pytest_runtest_protocol(item, nextitem):
         log.write(json.dumps(line) + "\n")
 
 
-
 def summary(folder: Path, top: int) -> dict:
     tests = [json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()]
     total = lambda key, rows=tests: round(sum(t.get(key, 0) for t in rows), 1)  # noqa: E731
