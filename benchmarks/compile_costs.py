@@ -22,6 +22,13 @@ from nctl.experiments.run import cpu_name
 
 EVENTS = {"jaxpr_trace_duration": "trace_s", "jaxpr_to_mlir_module_duration": "lower_s",
           "backend_compile_duration": "compile_s"}
+
+
+def event_kind(event: str) -> str | None:
+    """``trace_s``, ``lower_s`` or ``compile_s`` for JAX's duration event of that stage, else None."""
+    return EVENTS.get(event.rsplit("/", 1)[-1])
+
+
 PREDICTION_SIZES = (1, 3, 9, 40, 130, 300)
 
 
@@ -29,7 +36,7 @@ def main() -> None:
     costs = collections.defaultdict(lambda: collections.Counter())
 
     def listener(event, duration, fun_name=None, **_):
-        kind = EVENTS.get(event.rsplit("/", 1)[-1])
+        kind = event_kind(event)
         if kind is not None:
             name = str(fun_name).removeprefix("jit(").removesuffix(")")
             costs[name][kind] += duration

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-EVENTS = {"jaxpr_trace_duration": "trace_s", "jaxpr_to_mlir_module_duration": "lower_s",
-          "backend_compile_duration": "compile_s"}
+from compile_costs import EVENTS, event_kind
+
 LOG = "NCTL_COMPILE_LOG"
 
 _current: collections.Counter = collections.Counter()
 
 
 def _on_duration(event, duration, **_):
-    kind = EVENTS.get(event.rsplit("/", 1)[-1])
+    kind = event_kind(event)
     if kind is not None:
         _current[kind] += duration
         if kind == "compile_s":
