@@ -11,7 +11,8 @@ the same configuration, and only the second pass is timed: the first compiles ev
 stream needs, including those the engine compiles ahead in a background thread (a doubled record
 arena, once half of it is held), which would otherwise take a core during the timed windows. The
 physical floor of a step is reading and writing each live weight row once at the machine's copy
-bandwidth.
+bandwidth, measured just before each timed window (a shared machine's bandwidth drifts by a quarter
+within minutes; the ratio takes each window's steps against the bandwidth of their moment).
 
 With ``--trained-members B`` NCTL runs in bounded mode (only the ``B`` most probable members of each
 node learn; the floor then counts ``B`` trained rows per live slot and neuron). ``--min-segment``
@@ -38,14 +39,16 @@ N_FEATURES, LAYERS, CONTEXT_BITS, POOL, DEPTH, STREAM = 784, (50, 25, 1), 4, 15,
 
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
-    """Bytes moved per second (read + write) by a large memory copy."""
+    """Bytes moved per second (read + write) by a large memory copy: the fastest of ``repeats`` copies."""
     a = np.ones(megabytes * 2**20 // 4, np.float32)
     b = np.empty_like(a)
     np.copyto(b, a)
-    start = time.perf_counter()
+    fastest = np.inf
     for _ in range(repeats):
+        start = time.perf_counter()
         np.copyto(b, a)
-    return 2 * a.nbytes * repeats / (time.perf_counter() - start)
+        fastest = min(fastest, time.perf_counter() - start)
+    return 2 * a.nbytes / fastest
 
 
 def gln_throughput(steps: int, rng) -> float:
@@ -67,7 +70,7 @@ def jump_to(model: "nctl.NCTL", t: int) -> None:
     roster = jnp.broadcast_to(jnp.arange(POOL, dtype=jnp.int32)[None, :, None], nets.roster.shape)
     state = state._replace(nets=nets._replace(in_pool=in_pool, roster=roster))
     advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.advance(s, cfg, False), s))
-    model.state_ = advance(state, t - int(state.schedule.t) + 1)
+    model.state_ = jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1))  # not in the timed window
     model.t_ = t
 
 
@@ -101,19 +104,25 @@ def nctl_throughput(windows: int, window_steps: int, rng, trained_members: int |
     engine.finish_compiling()
     timed = nctl_window(window_steps, rng, trained_members, min_segment)[0]
     timed.learn_many(X[:64], y[:64])
-    seconds = learn_windows(timed, X, y, windows)
-    slots = [1 + bin(t - 1).count("1") for w in range(windows)
-             for t in range(window_start(w, windows) + 1, window_start(w, windows) + window_steps + 1)]
+    bandwidths = []
+    seconds = learn_windows(timed, X, y, windows, lambda: bandwidths.append(copy_bandwidth(repeats=3)))
+    slots = [[1 + bin(t - 1).count("1") for t in range(window_start(w, windows) + 1, window_start(w, windows) + window_steps + 1)]
+             for w in range(windows)]
+    touched = [window_steps * row_bytes_per_step(np.mean(s), trained_members or POOL + 1) for s in slots]
     steps = windows * window_steps
     return {"examples_per_s": steps / seconds, "step_ms": 1e3 * seconds / steps, "mean_live_slots": float(np.mean(slots)),
-            "compile_s": compile_seconds}
+            "compile_s": compile_seconds, "touched_per_step": sum(touched) / steps,
+            "floor_ms": 1e3 * sum(b / bw for b, bw in zip(touched, bandwidths)) / steps, "bandwidths": bandwidths}
 
 
-def learn_windows(model: "nctl.NCTL", X, y, windows: int) -> float:
-    """Learn ``X, y`` at each window's start in turn; the seconds spent learning (jumps excluded)."""
+def learn_windows(model: "nctl.NCTL", X, y, windows: int, before=None) -> float:
+    """Learn ``X, y`` at each window's start in turn, calling ``before()`` first; the seconds spent
+    learning (jumps and ``before`` excluded)."""
     seconds = 0.0
     for w in range(windows):
         jump_to(model, window_start(w, windows))
+        if before is not None:
+            before()
         start = time.perf_counter()
         model.learn_many(X, y)
         seconds += time.perf_counter() - start
@@ -129,11 +138,9 @@ def main() -> None:
     parser.add_argument("--min-segment", type=int, default=32, help="L_min, the pool boundaries' spacing (default 32)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    bandwidth = copy_bandwidth()
     gln = gln_throughput(args.gln_steps, rng)
     result = nctl_throughput(args.windows, args.window_steps, rng, args.trained_members, args.min_segment)
-    touched = row_bytes_per_step(result["mean_live_slots"], args.trained_members or POOL + 1)
-    floor_ms = 1e3 * touched / bandwidth
+    touched, floor_ms, bandwidths = result["touched_per_step"], result["floor_ms"], result["bandwidths"]
     print(json.dumps({
         "config": {"features": N_FEATURES, "layers": LAYERS, "contexts": 2**CONTEXT_BITS, "pool": POOL, "depth": DEPTH,
                    "stream": STREAM, "trained_members": args.trained_members,
@@ -145,7 +152,8 @@ def main() -> None:
         "nctl_compile_s": round(result["compile_s"], 1),
         "mean_live_slots": round(result["mean_live_slots"], 2),
         "weight_bytes_touched_per_step": int(touched),
-        "copy_bandwidth_gb_per_s": round(bandwidth / 1e9, 1),
+        "copy_bandwidth_gb_per_s": round(len(bandwidths) / sum(1 / b for b in bandwidths) / 1e9, 1),
+        "copy_bandwidth_range_gb_per_s": [round(min(bandwidths) / 1e9, 1), round(max(bandwidths) / 1e9, 1)],
         "bandwidth_floor_ms": round(floor_ms, 3),
         "step_time_over_floor": round(result["step_ms"] / floor_ms, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
