@@ -362,13 +362,19 @@ def reserve_records(state: State, cfg: EngineConfig):
         keep = net.in_pool | reads
         used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
         held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
-        def copied_lineages(held):
-            copied = live[:, None, None, None] & net.detached[..., None] & (jnp.arange(R) < net.slot_lineage_n[..., None])
-            return held.at[jnp.where(copied, net.slot_lineage, rows)].set(True, mode="drop")
+        def copied_lineages(held):  # slot by slot: the live slots' [k, N, R] records, not the arena's S of them
+            def one_slot(p, held):
+                copied = net.detached[p][..., None] & (jnp.arange(R) < net.slot_lineage_n[p][..., None])
+                return held.at[jnp.where(copied, net.slot_lineage[p], rows)].set(True, mode="drop")
+
+            return jax.lax.fori_loop(0, sched.size, one_slot, held)
 
         return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
 
     held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
-    (free,) = jnp.nonzero(~held, size=cfg.chunk, fill_value=-1)
+    # the first P unheld rows, in order: a top-k of the unheld flags (ties go to the lower row), which
+    # XLA:CPU computes in one pass where ``nonzero`` takes a prefix sum over the arena in several
+    found, first = jax.lax.top_k((~held).astype(jnp.float32), cfg.chunk)
+    free = jnp.where(found > 0, first, -1)
     state = state._replace(records=records._replace(free=free.astype(jnp.int32), ok=jnp.all(free >= 0)))
     return state, jnp.sum(~held, dtype=jnp.int32)
