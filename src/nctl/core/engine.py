@@ -630,11 +630,14 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
     read = jnp.where(live[:, None], block, 0)
     write = unique_or_drop(block, live[:, None], shape.blocks)
+    # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
+    # block or its source row; a large one predicts each pool entry once instead (source_predictions)
+    whole = not cfg.pool.bounded and (learn or shape.vectorised)
 
     @jax.named_scope("train_rows")
     def train(blocks, slot, lane_member, index, write_index, stale):
         rows = blocks[index]
-        if learn:
+        if learn or whole:
             sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
             rows = jnp.where(stale[..., None], sources, rows)
         q = cfg.rows.predict(rows, u)
@@ -657,7 +660,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
         stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
         net = net._replace(stamps=_put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
-    if learn and not cfg.pool.bounded:
+    if whole:
         return net, jnp.moveaxis(q, 2, 1)
 
     return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
