@@ -631,7 +631,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     read = jnp.where(live[:, None], block, 0)
     write = unique_or_drop(block, live[:, None], shape.blocks)
     # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
-    # block or its source row; a large one predicts each pool entry once instead (source_predictions)
+    # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
     whole = not cfg.pool.bounded and (learn or shape.vectorised)
 
     @jax.named_scope("train_rows")

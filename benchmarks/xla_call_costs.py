@@ -1,0 +1,109 @@
+"""What a compiled call costs on this machine apart from its arithmetic, as JSON: the price of each XLA
+operation and of each state buffer, against which the engine's operation counts (``benchmarks/
+step_profile.py --tabular``) and its state's arrays (about 45) can be weighed.
+
+Three families of tiny programs, each timed over many calls (a call returns one scalar to the host,
+as the engine's do):
+
+* ``chain``: ``n`` operations that each need the one before (a gather, a dot and an elementwise
+  step, repeated) on an 8 x 8 array: the cost per operation when XLA:CPU runs them one after another;
+* ``independent``: ``n`` such operations that need nothing from each other, summed at the end: the
+  cost per operation when XLA:CPU may run them concurrently on its thread pool;
+* ``buffers``: a call that takes ``n`` donated 4 KB arrays and gives them back, one of them changed:
+  the cost per argument buffer, as the engine's state (about 45 arrays) pays it at every call.
+
+    python benchmarks/xla_call_costs.py [--calls 2000]
+"""
+
+import argparse
+import json
+import re
+import time
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nctl.experiments.run import cpu_name
+
+
+def chain(n: int):
+    @jax.jit
+    def program(x, index):
+        for _ in range(n):
+            x = jnp.tanh(x[index] @ x.T)
+        return x[0, 0]
+    return program
+
+
+def independent(n: int):
+    @jax.jit
+    def program(x, index):
+        return sum(jnp.tanh(x[(index + i) % 8] @ x.T)[0, 0] for i in range(n))
+    return program
+
+
+def operations(program, *args) -> int:
+    """Operations of the compiled program's entry computation that run (parameters, constants, tuples
+    and bitcasts are free)."""
+    text = program.lower(*args).compile().as_text()
+    entry = re.search(r"\nENTRY .*?\n}\n", text, re.S).group(0)
+    free = ("parameter(", "constant(", "get-tuple-element(", " tuple(", " bitcast(")
+    return sum(1 for line in entry.splitlines()[1:-1] if " = " in line and not any(f in line for f in free))
+
+
+def per_call_us(call, calls: int) -> float:
+    for _ in range(50):
+        call()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return 1e6 * (time.perf_counter() - start) / calls
+
+
+def operation_costs(make, sizes, calls: int) -> dict:
+    x, index = jnp.full((8, 8), 0.01, jnp.float32), jnp.arange(8)[::-1]
+    rows = []
+    for n in sizes:
+        program = make(n)
+        rows.append({"n": n, "operations": operations(program, x, index),
+                     "us_per_call": round(per_call_us(lambda: np.asarray(program(x, index)), calls), 1)})
+    first, last = rows[0], rows[-1]
+    slope = (last["us_per_call"] - first["us_per_call"]) / (last["operations"] - first["operations"])
+    return {"calls": rows, "us_per_operation": round(slope, 2)}
+
+
+def buffer_costs(sizes, calls: int) -> dict:
+    @partial(jax.jit, donate_argnums=0)
+    def program(state, z):
+        state = list(state)
+        state[0] = state[0] + z
+        return tuple(state), state[0][0]
+
+    rows = []
+    for n in sizes:
+        box = [tuple(jnp.zeros(1024, jnp.float32) for _ in range(n))]
+
+        def call():
+            box[0], out = program(box[0], np.float32(1))
+            np.asarray(out)
+
+        rows.append({"buffers": n, "us_per_call": round(per_call_us(call, calls), 1)})
+    first, last = rows[0], rows[-1]
+    return {"calls": rows, "us_per_buffer": round((last["us_per_call"] - first["us_per_call"]) /
+                                                  (last["buffers"] - first["buffers"]), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    print(json.dumps({"cpu": cpu_name(), "jax": jax.__version__,
+                      "chain": operation_costs(chain, (1, 10, 40), args.calls),
+                      "independent": operation_costs(independent, (1, 10, 40), args.calls),
+                      "buffers": buffer_costs((1, 10, 45, 90), args.calls)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
