@@ -670,7 +670,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
 def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
     """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i]: members without a
     lane, and (when predicting) lanes not trained in their slot's block yet, predict with their source
-    row; each pool entry is predicted once per step (§6.6)."""
+    row; each pool entry is predicted once per step. Bounded mode, and large layers' frozen predictions
+    (§6.2, §6.6)."""
     shape = cfg.layers[layer]
     k, S = cfg.pool.capacity, cfg.slots
     neurons = jnp.arange(shape.neurons)
