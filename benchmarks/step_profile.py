@@ -7,7 +7,7 @@ with the count of operations run per step and their summed time. ``--tabular`` p
 adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 rows), where a step is
 small and the count of operations decides its time; it also times river's pattern, ``predict_proba_one``
 then ``learn_one`` per row (one compiled call per row, docs/algorithm.md §6.9), and a call that learns no
-row (the fixed cost of a call).
+row (the fixed cost of a call), and counts the operations of one row's frozen prediction.
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
@@ -29,6 +29,7 @@ import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from throughput import jump_to, nctl_window, window_start
+from xla_call_costs import entry_operations
 
 
 def timed(name: str, fn, totals: dict):
@@ -175,10 +176,13 @@ def tabular_profile(args) -> None:
     jax.block_until_ready(state)
     empty_call_ms = 1e3 * (time.perf_counter() - start) / calls
     model.state_ = state
+    # one row's prediction: XLA takes it out of the program's loop over rows, into the entry computation
+    prediction = engine._predict.lower(model.state_, X[:1], 1, model.cfg_).compile()
     profile = profiled(model, X[window], y[window], args.top)
     print(json.dumps({"cpu": cpu_name(), "config": "NCTL.tabular(), 8 features", "window_steps": args.window_steps,
                       "learn_many_ms_per_row": round(learn_many_ms, 3), "predict_then_learn_one_ms_per_row": round(river_pair_ms, 3),
-                      "empty_call_ms": round(empty_call_ms, 3), **profile}, indent=2))
+                      "empty_call_ms": round(empty_call_ms, 3), "one_row_prediction_operations": entry_operations(prediction),
+                      **profile}, indent=2))
 
 
 if __name__ == "__main__":

@@ -44,11 +44,10 @@ def independent(n: int):
     return program
 
 
-def operations(program, *args) -> int:
-    """Operations of the compiled program's entry computation that run (parameters, constants, tuples
+def entry_operations(compiled) -> int:
+    """Operations of a compiled program's entry computation that run (parameters, constants, tuples
     and bitcasts are free)."""
-    text = program.lower(*args).compile().as_text()
-    entry = re.search(r"\nENTRY .*?\n}\n", text, re.S).group(0)
+    entry = re.search(r"\nENTRY .*?\n}\n", compiled.as_text(), re.S).group(0)
     free = ("parameter(", "constant(", "get-tuple-element(", " tuple(", " bitcast(")
     return sum(1 for line in entry.splitlines()[1:-1] if " = " in line and not any(f in line for f in free))
 
@@ -67,7 +66,7 @@ def operation_costs(make, sizes, calls: int) -> dict:
     rows = []
     for n in sizes:
         program = make(n)
-        rows.append({"n": n, "operations": operations(program, x, index),
+        rows.append({"n": n, "operations": entry_operations(program.lower(x, index).compile()),
                      "us_per_call": round(per_call_us(lambda: np.asarray(program(x, index)), calls), 1)})
     first, last = rows[0], rows[-1]
     slope = (last["us_per_call"] - first["us_per_call"]) / (last["operations"] - first["operations"])
