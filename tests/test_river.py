@@ -128,6 +128,18 @@ def test_bad_inputs_raise_clear_errors():
     model.learn_one({"a": 1.0, "b": 2.0}, True)
     with pytest.raises(ValueError, match="feature 'b' is inf"):
         model.predict_proba_one({"a": 1.0, "b": math.inf})
+    with pytest.raises(ValueError, match="feature 'b' is -1e[+]?39, beyond float32's range"):
+        model.predict_proba_one({"a": 1.0, "b": -1e39})
+
+
+def test_features_of_any_number_type_make_the_same_vector():
+    """Rows of Python floats take a one-pass check; ints, bools and numpy scalars the per-feature one:
+    both give the same float32 vector, so the same predictions."""
+    model = GLNClassifier(**SMALL_GLN)
+    model.learn_one({"a": 1.0, "b": 0.0, "c": 2.0}, True)
+    floats = model.predict_proba_one({"a": 3.0, "b": 1.0, "c": -2.5})
+    assert model.predict_proba_one({"a": 3, "b": True, "c": np.float32(-2.5)}) == floats
+    assert model.predict_proba_one({"a": np.int64(3), "b": 1.0, "c": np.float64(-2.5)}) == floats
 
 
 def test_multiclass_on_a_three_label_stream():

@@ -67,11 +67,11 @@ def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
         raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")
     if n_features is not None and array.shape[-1:] != (n_features,):
         raise ValueError(f"{what} must have {n_features} features, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{what} contains NaN or infinity")
     with np.errstate(over="ignore"):
-        single = array.astype(np.float32)
-    if not np.all(np.isfinite(single)):
+        single = array.astype(np.float32)  # a copy: rows kept back by learn_one do not change with x
+    if not np.isfinite(single).all():  # one check on the usual path: finite in float32 means finite before
+        if not np.isfinite(array).all():
+            raise ValueError(f"{what} contains NaN or infinity")
         raise ValueError(f"{what} has values beyond float32's range (+-{np.finfo(np.float32).max:.3g}), "
                          "which would become infinity")
     return single
@@ -81,10 +81,12 @@ def _check_labels(y, n_classes: int) -> np.ndarray:
     array = np.asarray(y)
     if array.dtype.kind not in "biuf":
         raise ValueError(f"labels must be integers, got dtype {array.dtype}")
-    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
         raise ValueError("labels contain NaN or infinity")
-    valid = (array == np.round(array)) & (array >= 0) & (array < n_classes)
-    if not np.all(valid):
+    valid = (array >= 0) & (array < n_classes)
+    if array.dtype.kind == "f":
+        valid &= array == np.round(array)
+    if not valid.all():
         bad = array[~valid].ravel()[0]
         allowed = "0 or 1" if n_classes == 2 else f"a class index in 0..{n_classes - 1}"
         raise ValueError(f"labels must be {allowed}, found {bad!r}")

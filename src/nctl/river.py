@@ -44,17 +44,25 @@ class _Classifier(base.Classifier):
         return self._features if self._features is not None else sorted(x, key=str)
 
     def _vector(self, x: dict, names: list) -> np.ndarray:
-        values = []
-        for name in names:
-            value = x.get(name, 0.0)
+        values = [x.get(name, 0.0) for name in names]
+        # river's usual row, floats within float32's range (NaN fails the comparison), checked in one pass
+        if values and all(type(value) is float and -FLOAT32_MAX <= value <= FLOAT32_MAX for value in values):
+            return np.array(values, np.float32)
+        return self._checked_vector(names, values)
+
+    def _checked_vector(self, names: list, values: list) -> np.ndarray:
+        """The values as float32, or the error that names the first feature that is not a finite number
+        within float32's range."""
+        checked = []
+        for name, value in zip(names, values):
             if not isinstance(value, numbers.Real):
                 raise ValueError(f"feature {name!r} must be a number, got {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"feature {name!r} is {value}; features must be finite")
             if abs(value) > FLOAT32_MAX:
                 raise ValueError(f"feature {name!r} is {value}, beyond float32's range (+-{FLOAT32_MAX:.3g})")
-            values.append(float(value))
-        return np.array(values, np.float32)
+            checked.append(float(value))
+        return np.array(checked, np.float32)
 
     def _class_index(self, y) -> int:
         if self._multiclass:
