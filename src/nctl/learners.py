@@ -67,8 +67,11 @@ def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
         raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")
     if n_features is not None and array.shape[-1:] != (n_features,):
         raise ValueError(f"{what} must have {n_features} features, got shape {array.shape}")
-    with np.errstate(over="ignore"):
-        single = array.astype(np.float32)  # a copy: rows kept back by learn_one do not change with x
+    if array.dtype == np.float32:
+        single = array.copy()  # a copy: rows kept back by learn_one do not change with x
+    else:
+        with np.errstate(over="ignore"):
+            single = array.astype(np.float32)
     if not np.isfinite(single).all():  # one check on the usual path: finite in float32 means finite before
         if not np.isfinite(array).all():
             raise ValueError(f"{what} contains NaN or infinity")
@@ -128,7 +131,7 @@ class _OnlineLearner:
             self._learn(X, y)
 
     def _pending_batch(self):
-        X, y = np.stack([x for x, _ in self._pending]), np.array([label for _, label in self._pending], np.int32)
+        X, y = np.array([x for x, _ in self._pending]), np.array([label for _, label in self._pending], np.int32)
         self._pending = []
         return X, y
 
