@@ -7,13 +7,16 @@ with the count of operations run per step and their summed time. ``--tabular`` p
 adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 rows), where a step is
 small and the count of operations decides its time; it also times river's pattern, ``predict_proba_one``
 then ``learn_one`` per row (one compiled call per row, docs/algorithm.md §6.9), and a call that learns no
-row (the fixed cost of a call), and counts the operations of one row's frozen prediction.
+row (the fixed cost of a call), and counts the operations of one row's frozen prediction. The host work
+per row is that pattern's time outside the engine's compiled programs, for the learner and for river's
+``StandardScaler() | NCTLClassifier()`` on feature dicts (the river adapter, scaler and pipeline included).
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
 
 import argparse
 import collections
+from contextlib import contextmanager
 import gzip
 import json
 import re
@@ -25,8 +28,11 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 
+from river import preprocessing
+
 import nctl
 from nctl.core import engine
+from nctl.river import NCTLClassifier
 from nctl.experiments.run import cpu_name
 from throughput import jump_to, nctl_window, window_start
 from xla_call_costs import entry_operations
@@ -40,6 +46,32 @@ def timed(name: str, fn, totals: dict):
         return out
 
     return run
+
+
+@contextmanager
+def timed_engine(totals: dict):
+    """Inside the block, the engine's two compiled programs add their time (each waited for) to
+    ``totals["run_steps"]`` and ``totals["boundary"]``."""
+    run_steps, boundary_program = engine.run_steps, engine.boundary_program
+    engine.run_steps = timed("run_steps", run_steps, totals)
+    # learn calls the boundary compiled ahead, as boundary_program(state, cfg).program()
+    engine.boundary_program = lambda state, cfg: SimpleNamespace(
+        program=lambda: timed("boundary", boundary_program(state, cfg).program(), totals))
+    try:
+        yield
+    finally:
+        engine.run_steps, engine.boundary_program = run_steps, boundary_program
+
+
+def host_ms_per_row(loop, rows: int) -> float:
+    """Milliseconds per row that ``loop()`` spends outside the engine's compiled programs: the Python
+    of the learner (input checks, rows kept back, outputs) and of the engine's entry point."""
+    totals = {"run_steps": 0.0, "boundary": 0.0}
+    with timed_engine(totals):
+        start = time.perf_counter()
+        loop()
+        elapsed = time.perf_counter() - start
+    return 1e3 * (elapsed - sum(totals.values())) / rows
 
 
 def operation_times(trace_dir: Path) -> tuple:
@@ -120,17 +152,10 @@ def main() -> None:
     model.learn_many(X[:64], y[:64])  # compile
 
     totals = {"run_steps": 0.0, "boundary": 0.0}
-    run_steps, boundary_program = engine.run_steps, engine.boundary_program
-    engine.run_steps = timed("run_steps", run_steps, totals)
-    # learn calls the boundary compiled ahead, as boundary_program(state, cfg).program()
-    engine.boundary_program = lambda state, cfg: SimpleNamespace(
-        program=lambda: timed("boundary", boundary_program(state, cfg).program(), totals))
-    try:
+    with timed_engine(totals):
         for w in range(args.windows):
             jump_to(model, window_start(w, args.windows))
             model.learn_many(X, y)
-    finally:
-        engine.run_steps, engine.boundary_program = run_steps, boundary_program
     steps = args.windows * args.window_steps
 
     profile = profiled(model, X, y, args.top)
@@ -154,7 +179,7 @@ def profiled(model, X, y, top: int) -> dict:
 
 def tabular_profile(args) -> None:
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((1024 + 2 * args.window_steps, 8)).astype(np.float32)
+    X = rng.standard_normal((1024 + 4 * args.window_steps, 8)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int)
     model = nctl.NCTL.tabular()
     model.learn_many(X[:1024], y[:1024])
@@ -162,11 +187,28 @@ def tabular_profile(args) -> None:
     start = time.perf_counter()
     model.learn_many(X[window], y[window])
     learn_many_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
+    pairs = [slice(window.stop + i * args.window_steps, window.stop + (i + 1) * args.window_steps) for i in range(3)]
+
+    def river_pattern(learner, rows):
+        for x, label in zip(X[rows], y[rows]):
+            learner.predict_proba_one(x)
+            learner.learn_one(x, label)
+
     start = time.perf_counter()
-    for x, label in zip(X[window.stop:], y[window.stop:]):
-        model.predict_proba_one(x)
-        model.learn_one(x, label)
+    river_pattern(model, pairs[0])
     river_pair_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
+    host_ms = host_ms_per_row(lambda: river_pattern(model, pairs[1]), args.window_steps)
+    # river's own pattern: feature dicts through StandardScaler() | NCTLClassifier() (the river adapter)
+    pipeline = preprocessing.StandardScaler() | NCTLClassifier()
+    dicts = [dict(zip("abcdefgh", map(float, x))) for x in X]
+
+    def pipeline_pattern(rows):
+        for i in range(rows.start, rows.stop):
+            pipeline.predict_proba_one(dicts[i])
+            pipeline.learn_one(dicts[i], bool(y[i]))
+
+    pipeline_pattern(slice(0, 1024))
+    pipeline_host_ms = host_ms_per_row(lambda: pipeline_pattern(pairs[2]), args.window_steps)
     Z = np.zeros((engine.LEARN_BLOCK, 8), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
     state, calls = model.state_, 200
@@ -181,6 +223,8 @@ def tabular_profile(args) -> None:
     profile = profiled(model, X[window], y[window], args.top)
     print(json.dumps({"cpu": cpu_name(), "config": "NCTL.tabular(), 8 features", "window_steps": args.window_steps,
                       "learn_many_ms_per_row": round(learn_many_ms, 3), "predict_then_learn_one_ms_per_row": round(river_pair_ms, 3),
+                      "predict_then_learn_one_host_ms_per_row": round(host_ms, 3),
+                      "river_pipeline_host_ms_per_row": round(pipeline_host_ms, 3),
                       "empty_call_ms": round(empty_call_ms, 3), "one_row_prediction_operations": entry_operations(prediction),
                       **profile}, indent=2))
 
