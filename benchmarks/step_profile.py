@@ -8,7 +8,7 @@ adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 row
 small and the count of operations decides its time; it also times river's pattern, ``predict_proba_one``
 then ``learn_one`` per row (one compiled call per row, docs/algorithm.md §6.9), and a call that learns no
 row (the fixed cost of a call), and counts the operations of one row's frozen prediction. The host work
-per row is that pattern's time outside the engine's compiled programs, for the learner and for river's
+per row is that pattern's time outside the step and boundary programs, for the learner and for river's
 ``StandardScaler() | NCTLClassifier()`` on feature dicts (the river adapter, scaler and pipeline included).
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
@@ -16,24 +16,23 @@ per row is that pattern's time outside the engine's compiled programs, for the l
 
 import argparse
 import collections
-from contextlib import contextmanager
 import gzip
 import json
 import re
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 import jax
 import numpy as np
-
 from river import preprocessing
 
 import nctl
 from nctl.core import engine
-from nctl.river import NCTLClassifier
 from nctl.experiments.run import cpu_name
+from nctl.river import NCTLClassifier
 from throughput import jump_to, nctl_window, window_start
 from xla_call_costs import entry_operations
 
@@ -64,8 +63,9 @@ def timed_engine(totals: dict):
 
 
 def host_ms_per_row(loop, rows: int) -> float:
-    """Milliseconds per row that ``loop()`` spends outside the engine's compiled programs: the Python
-    of the learner (input checks, rows kept back, outputs) and of the engine's entry point."""
+    """Milliseconds per row that ``loop()`` spends outside the engine's step and boundary programs: the
+    Python of the learner (input checks, rows kept back, outputs) and of the engine's entry point, and
+    the one-row prediction made after each pool boundary (once per ``P`` rows)."""
     totals = {"run_steps": 0.0, "boundary": 0.0}
     with timed_engine(totals):
         start = time.perf_counter()
@@ -189,26 +189,21 @@ def tabular_profile(args) -> None:
     learn_many_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
     pairs = [slice(window.stop + i * args.window_steps, window.stop + (i + 1) * args.window_steps) for i in range(3)]
 
-    def river_pattern(learner, rows):
-        for x, label in zip(X[rows], y[rows]):
+    def river_pattern(learner, xs, labels):
+        for x, label in zip(xs, labels):
             learner.predict_proba_one(x)
             learner.learn_one(x, label)
 
     start = time.perf_counter()
-    river_pattern(model, pairs[0])
+    river_pattern(model, X[pairs[0]], y[pairs[0]])
     river_pair_ms = 1e3 * (time.perf_counter() - start) / args.window_steps
-    host_ms = host_ms_per_row(lambda: river_pattern(model, pairs[1]), args.window_steps)
+    host_ms = host_ms_per_row(lambda: river_pattern(model, X[pairs[1]], y[pairs[1]]), args.window_steps)
     # river's own pattern: feature dicts through StandardScaler() | NCTLClassifier() (the river adapter)
     pipeline = preprocessing.StandardScaler() | NCTLClassifier()
-    dicts = [dict(zip("abcdefgh", map(float, x))) for x in X]
-
-    def pipeline_pattern(rows):
-        for i in range(rows.start, rows.stop):
-            pipeline.predict_proba_one(dicts[i])
-            pipeline.learn_one(dicts[i], bool(y[i]))
-
-    pipeline_pattern(slice(0, 1024))
-    pipeline_host_ms = host_ms_per_row(lambda: pipeline_pattern(pairs[2]), args.window_steps)
+    dicts, flags = [dict(zip("abcdefgh", map(float, x))) for x in X], [bool(label) for label in y]
+    river_pattern(pipeline, dicts[:1024], flags[:1024])
+    pipeline_host_ms = host_ms_per_row(lambda: river_pattern(pipeline, dicts[pairs[2]], flags[pairs[2]]),
+                                       args.window_steps)
     Z = np.zeros((engine.LEARN_BLOCK, 8), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
     state, calls = model.state_, 200
