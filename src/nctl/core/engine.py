@@ -58,8 +58,8 @@ LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
 # call): the engine's programs keep every reduction in XLA's own code (docs/algorithm.md §6.9). jaxlib <
-# 0.9 has neither the library nor the option.
-COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""} if jaxlib_version() >= (0, 9) else None
+# 0.9 has neither the library nor the option; other platforms take no options.
+COMPILER_OPTIONS = {"cpu": {"xla_cpu_experimental_ynn_fusion_type": ""}} if jaxlib_version() >= (0, 9) else None
 
 
 def unique_or_drop(index, keep, size: int):

@@ -22,7 +22,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,20 +95,30 @@ def _kinds(args) -> tuple:
 
 class jit:
     """``jax.jit(fun, static_argnums=..., donate_argnums=..., compiler_options=...)``, whose programs
-    are stored in and loaded from ``use_folder``'s folder when one is set (module docstring)."""
+    are stored in and loaded from ``use_folder``'s folder when one is set (module docstring).
+    ``compiler_options`` maps a platform (``"cpu"``, ``"gpu"``, ...) to XLA options for that platform
+    alone; they are chosen when the first program is made, on the default backend of that moment."""
 
     def __init__(self, fun: Callable, static_argnums: tuple = (), donate_argnums: tuple = (),
-                 compiler_options: dict | None = None):
+                 compiler_options: dict[str, dict] | None = None):
         if not fun.__module__.startswith("nctl.core.") or "<" in fun.__qualname__:
             raise ValueError(f"{fun.__qualname__}: stored programs are named by module and name, so they must be "
                              "module-level functions of nctl.core (whose source their key covers)")
         self._fun, self._static, self._donate = fun, tuple(static_argnums), tuple(donate_argnums)
-        self._options = compiler_options
-        self._jitted = jax.jit(fun, static_argnums=static_argnums, donate_argnums=donate_argnums,
-                               compiler_options=compiler_options)
+        self._options_by_platform = compiler_options or {}
         self._programs: OrderedDict = OrderedDict()  # key -> jax.jit of the exported function
         self._lock = threading.Lock()  # programs are also made in compile-ahead threads
         self.__name__, self.__doc__, self.__wrapped__ = fun.__name__, fun.__doc__, fun
+
+    @cached_property
+    def _options(self) -> dict | None:
+        """The compiler options for the default backend (none where ``compiler_options`` names none)."""
+        return self._options_by_platform.get(jax.default_backend())
+
+    @cached_property
+    def _jitted(self):
+        return jax.jit(self._fun, static_argnums=self._static, donate_argnums=self._donate,
+                       compiler_options=self._options)
 
     def __call__(self, *args):
         program, dynamic = self._program(args)
