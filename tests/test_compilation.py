@@ -10,6 +10,7 @@ import sys
 import threading
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -277,3 +278,16 @@ def test_only_module_level_functions_of_the_core_are_stored():
         programs.jit(lambda x: 2 * x)
     with pytest.raises(ValueError, match="module-level functions of nctl.core"):
         programs.jit(np.sum)
+
+
+def test_compiler_options_apply_on_their_own_platform_only():
+    """Options named for another platform are ignored; those named for this one reach XLA (an unknown
+    option is refused), so the engine's XLA:CPU option cannot break a GPU, nor a GPU's a CPU."""
+    from nctl.core import programs, tree
+
+    here = jax.default_backend()
+    elsewhere = "tpu" if here != "tpu" else "cpu"
+    unknown = {"xla_no_such_option": ""}
+    assert int(programs.jit(tree.trailing_zeros, compiler_options={elsewhere: unknown})(jnp.array(8))) == 3
+    with pytest.raises(Exception, match="xla_no_such_option"):
+        programs.jit(tree.trailing_zeros, compiler_options={here: unknown})(jnp.array(8))

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl import _atomic, _memory
-from nctl.core import engine, gln, mixing, programs, tree
+from nctl.core import engine, gln, mixing, tree
 from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows
@@ -433,7 +433,6 @@ class GLN(_OnlineLearner):
 
 # ----------------------------------------------------------------------------- NCTL
 
-_engine_init = programs.jit(engine.init, static_argnums=(0, 2))  # one program (op by op: ~100 compilations, seconds)
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 
@@ -552,7 +551,7 @@ class NCTL(_OnlineLearner):
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
-        return _engine_init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
+        return engine.init_program(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)
