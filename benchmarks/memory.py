@@ -41,13 +41,15 @@ def measure(context_bits: int, trained_members: int | None, steps: int) -> dict:
     model.learn_many(X, y)
     seconds = time.perf_counter() - start
     held = sum(leaf.nbytes for leaf in jax.tree.leaves(model.state_))
-    device = jax.devices()[0].memory_stats() or {}  # an accelerator's own memory (none on a CPU)
-    return {"context_bits": context_bits, "trained_members": trained_members, "steps": steps,
-            "seconds": round(seconds, 1), "peak_rss_gb": peak_resident_bytes() / 1e9, "state_gb": held / 1e9,
-            **({"peak_device_gb": device["peak_bytes_in_use"] / 1e9} if "peak_bytes_in_use" in device else {}),
-            "bound_first_example_gb": model.state_bytes(N_FEATURES, 0) / 1e9,
-            "bound_after_steps_gb": model.state_bytes(N_FEATURES, steps) / 1e9,
-            "bound_protocol_gb": model.state_bytes(N_FEATURES, PROTOCOL_STEPS) / 1e9}
+    row = {"context_bits": context_bits, "trained_members": trained_members, "steps": steps,
+           "seconds": round(seconds, 1), "peak_rss_gb": peak_resident_bytes() / 1e9, "state_gb": held / 1e9,
+           "bound_first_example_gb": model.state_bytes(N_FEATURES, 0) / 1e9,
+           "bound_after_steps_gb": model.state_bytes(N_FEATURES, steps) / 1e9,
+           "bound_protocol_gb": model.state_bytes(N_FEATURES, PROTOCOL_STEPS) / 1e9}
+    device = jax.devices()[0].memory_stats()  # an accelerator's own memory (None on a CPU)
+    if device and "peak_bytes_in_use" in device:
+        row["peak_device_gb"] = device["peak_bytes_in_use"] / 1e9
+    return row
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import argparse
 import json
 import resource
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -40,46 +40,33 @@ N_FEATURES, LAYERS, CONTEXT_BITS, POOL, DEPTH, STREAM = 784, (50, 25, 1), 4, 15,
 
 
 @lru_cache(maxsize=1)
-def _copy_buffers(megabytes: int) -> tuple:
-    """Two arrays of ``megabytes``, allocated once: a probe that allocated and freed them before every
-    window made the window's own first allocations fault their pages in again."""
-    a = np.ones(megabytes * 2**20 // 4, np.float32)
-    b = np.empty_like(a)
-    np.copyto(b, a)
-    return a, b
+def _copy(megabytes: int) -> tuple:
+    """A copy of ``megabytes`` in the memory the engine's state lives in (the host's, or an
+    accelerator's), as a function, and the bytes it moves (read + write). The buffers are allocated
+    once: a probe that allocated and freed them before every window made the window's own first
+    allocations fault their pages in again."""
+    if jax.default_backend() == "cpu":
+        a = np.ones(megabytes * 2**20 // 4, np.float32)
+        b = np.empty_like(a)
+        copy = partial(np.copyto, b, a)
+    else:
+        a, copied = jnp.ones(megabytes * 2**20 // 4, jnp.float32), jax.jit(jnp.copy)
+
+        def copy():
+            copied(a).block_until_ready()
+    copy()
+    return copy, 2 * a.nbytes
 
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
-    """Bytes moved per second (read + write) by a large memory copy in the memory the engine's state
-    lives in (the host's, or an accelerator's): the fastest of ``repeats`` copies."""
-    if jax.default_backend() != "cpu":
-        return device_copy_bandwidth(megabytes, repeats)
-    a, b = _copy_buffers(megabytes)
+    """Bytes moved per second by a large memory copy (``_copy``): the fastest of ``repeats`` copies."""
+    copy, moved = _copy(megabytes)
     fastest = np.inf
     for _ in range(repeats):
         start = time.perf_counter()
-        np.copyto(b, a)
+        copy()
         fastest = min(fastest, time.perf_counter() - start)
-    return 2 * a.nbytes / fastest
-
-
-@lru_cache(maxsize=1)
-def _device_copy(megabytes: int) -> tuple:
-    """An array of ``megabytes`` on the default device and a compiled copy of it."""
-    a = jnp.ones(megabytes * 2**20 // 4, jnp.float32)
-    copy = jax.jit(jnp.copy)
-    copy(a).block_until_ready()
-    return a, copy
-
-
-def device_copy_bandwidth(megabytes: int, repeats: int) -> float:
-    a, copy = _device_copy(megabytes)
-    fastest = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        copy(a).block_until_ready()
-        fastest = min(fastest, time.perf_counter() - start)
-    return 2 * a.nbytes / fastest
+    return moved / fastest
 
 
 def gln_throughput(steps: int, rng) -> float:

@@ -433,7 +433,6 @@ class GLN(_OnlineLearner):
 
 # ----------------------------------------------------------------------------- NCTL
 
-
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 
 
