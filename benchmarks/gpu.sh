@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The engine's benchmarks on a machine with a GPU, each bounded in time so that the whole ends within
-# ten minutes: versions.txt, throughput.json, river_speed.json, tests.txt (the exactness tests on the
-# GPU, up to the first failure), memory.jsonl (benchmarks/memory.py's configurations, one line each) and log.txt in OUTDIR.
+# ten minutes, into OUTDIR: versions.txt, throughput.json, river_speed.json, tests.txt (the exactness
+# tests on the GPU, up to the first failure), memory.jsonl (benchmarks/memory.py's configurations, one
+# line each) and log.txt.
 # Needs nctl importable (PYTHONPATH=src will do), river for river_speed and NCTL_DATA holding Elec2.
 #
 #     bash benchmarks/gpu.sh OUTDIR
