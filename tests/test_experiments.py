@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nctl
-from nctl import cli
+from nctl import cli, compilation
 from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, summarise
@@ -108,6 +108,15 @@ def test_seeds_run_in_local_processes_are_those_of_one_process(tmp_path):
         for seed in seeds:
             del seed["wall_s"], seed["peak_rss_bytes"], seed["learners"]["gln"]["seconds"], seed["learners"]["gln"]["examples_per_s"]
     assert two == one and [seed["seed"] for seed in one] == [0, 1]
+
+
+def test_local_worker_processes_take_over_the_compilation_cache_of_the_process_that_runs_the_seeds():
+    """A seed in a worker process loads what an earlier seed compiled (conftest gives this process the
+    test run's cache): the workers report the same folder, exported programs included."""
+    ours = compilation.current()
+    assert ours is not None and ours[1]
+    reported = dict(executors.local(2)(compilation.current, [(), ()]))
+    assert reported == {0: ours, 1: ours}
 
 
 def test_unknown_experiment_is_a_clear_error():

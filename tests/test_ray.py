@@ -9,7 +9,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'nctl[ray]'")
 
-from nctl import cli  # noqa: E402  (after the skip)
+from nctl import cli, compilation  # noqa: E402  (after the skip)
 from nctl.experiments import configs, executors, runners  # noqa: E402
 from nctl.experiments import run as run_module  # noqa: E402
 from nctl.experiments.run import SeedsFailed, _write_seed, config_folder, config_hash, run  # noqa: E402
@@ -55,6 +55,12 @@ def test_ray_writes_the_seed_files_results_and_table_of_one_process(tmp_path, ca
         assert stored(on_ray / "seeds" / name) == stored(local / "seeds" / name)
     assert stored(on_ray / "results.json") == stored(local / "results.json")
     assert ray_table == local_table and "| demo | GLN | prequential | accuracy |" in ray_table
+
+
+def test_ray_workers_take_over_the_compilation_cache_of_the_process_that_runs_the_seeds():
+    ours = compilation.current()
+    assert ours is not None
+    assert dict(executors.ray_tasks()(compilation.current, [(), ()])) == {0: ours, 1: ours}
 
 
 def test_a_failed_task_is_reported_the_others_are_kept_and_a_rerun_runs_only_it(tmp_path, monkeypatch):

@@ -53,3 +53,22 @@ def cli_cache() -> Path | None:
         return enable_compilation_cache()
     except OSError:  # a read-only home: run without the cache rather than fail
         return None
+
+
+def current() -> tuple[str, bool] | None:
+    """This process's cache as ``(folder, exported)``, or None when JAX's persistent cache is off: what a
+    process started to compute for this one (an executor's worker) takes over with ``adopt``."""
+    folder = jax.config.jax_compilation_cache_dir
+    return (str(folder), programs.folder() is not None) if folder else None
+
+
+def adopt(cache: tuple[str, bool] | None) -> None:
+    """Use ``cache``, the ``current()`` of the process that started this one, unless this process has a
+    cache already; without one where the folder cannot be made here (a Ray worker on another machine
+    that lacks the path's parent, say): it then compiles for itself."""
+    if cache is None or jax.config.jax_compilation_cache_dir:
+        return
+    try:
+        enable_compilation_cache(cache[0], exported=cache[1])
+    except OSError:
+        return

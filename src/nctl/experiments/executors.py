@@ -8,7 +8,9 @@ on, as ``fn``'s last argument (a counter for a progress bar cannot cross process
 generator (after Ctrl-C, say) cancels the calls that have not finished.
 
 ``nctl.experiments.run`` gives every executor the same tasks, ``run_seed``'s arguments, so a seed's
-result does not depend on where it ran.
+result does not depend on where it ran. A worker process takes over the compilation cache of the
+process that runs the seeds (``nctl.compilation.adopt``): a seed loads the programs that an earlier
+seed of the same configuration compiled, wherever that one ran.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import multiprocessing
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from nctl import _memory
+from nctl import _memory, compilation
 
 Outcomes = Generator[tuple[int, Any], None, None]  # (index of the task, its result or its exception)
 Executor = Callable[[Callable[..., Any], Sequence[tuple], Any], Outcomes]
@@ -45,7 +47,8 @@ def local(workers: int = 1) -> Executor:
             return
         context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
         # a process per task: each seed's memory, and its peak, is its own
-        pool = futures.ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1)
+        pool = futures.ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1,
+                                           initializer=compilation.adopt, initargs=(compilation.current(),))
         try:
             jobs = {pool.submit(fn, *task): index for index, task in enumerate(tasks)}
             for job in futures.as_completed(jobs):
@@ -73,8 +76,9 @@ def ray_tasks(address: str | None = None, cpus_per_task: float = 1.0, gpus_per_t
             return
         if not ray.is_initialized():
             ray.init(address=address)
-        remote = ray.remote(fn).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task)
-        running = {remote.remote(*task): index for index, task in enumerate(tasks)}
+        remote = ray.remote(_with_cache).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task)
+        cache = compilation.current()
+        running = {remote.remote(cache, fn, *task): index for index, task in enumerate(tasks)}
         try:
             while running:
                 (ref,), _ = ray.wait(list(running), num_returns=1)
@@ -84,6 +88,12 @@ def ray_tasks(address: str | None = None, cpus_per_task: float = 1.0, gpus_per_t
                 ray.cancel(ref)
 
     return execute
+
+
+def _with_cache(cache, fn: Callable[..., Any], *task) -> Any:
+    """``fn(*task)`` in a Ray worker that first takes over ``cache`` (``compilation.adopt``)."""
+    compilation.adopt(cache)
+    return fn(*task)
 
 
 def _outcome(ray, ref) -> Any:
