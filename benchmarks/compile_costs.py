@@ -6,19 +6,35 @@ learns 40 rows, then predicts batches of 1, 3, 9, 40, 130 and 300 rows, and wait
 compiled ahead (algorithm §6.8). JAX reports each tracing, lowering and XLA compilation with its
 duration; they are summed per program, with the count of XLA compilations of each.
 
-    python benchmarks/compile_costs.py
+With ``--kernels``, XLA also writes each optimised program into a temporary folder, and the count of
+the kernels it compiled for it (fusions and the gathers, scatters, sorts and dynamic-update-slices
+left outside them: XLA:CPU compiles each one on its own, so a program's compile time follows this
+count) is reported per program. ``--layer-sizes`` sets the network (default ``3 1``).
+
+    python benchmarks/compile_costs.py [--kernels] [--layer-sizes 3 1]
 """
 
+import argparse
 import collections
 import json
+import os
+import re
+import shutil
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-import jax
-import numpy as np
+if "--kernels" in sys.argv:  # before JAX starts its backend, which reads XLA_FLAGS once
+    DUMP = tempfile.mkdtemp(prefix="nctl-xla-dump-")
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={DUMP} --xla_dump_hlo_as_text".strip()
 
-import nctl
-from nctl.core import engine
-from nctl.experiments.run import cpu_name
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import nctl  # noqa: E402
+from nctl.core import engine  # noqa: E402
+from nctl.experiments.run import cpu_name  # noqa: E402
 
 EVENTS = {"jaxpr_trace_duration": "trace_s", "jaxpr_to_mlir_module_duration": "lower_s",
           "backend_compile_duration": "compile_s"}
@@ -30,9 +46,23 @@ def event_kind(event: str) -> str | None:
 
 
 PREDICTION_SIZES = (1, 3, 9, 40, 130, 300)
+KERNEL = re.compile(r"= \S+ (fusion|gather|scatter|sort|dynamic-update-slice)\(")
+
+
+def kernels(folder: Path) -> dict:
+    """Kernels per program in XLA's dump: the largest count among a program's compilations."""
+    counts = collections.Counter()
+    for path in folder.glob("*.cpu_after_optimizations.txt"):
+        name = re.sub(r"^module_\d+\.jit_", "", path.name).removesuffix(".cpu_after_optimizations.txt")
+        counts[name] = max(counts[name], len(KERNEL.findall(path.read_text())))
+    return dict(counts.most_common())
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--layer-sizes", type=int, nargs="+", default=[3, 1])
+    args = parser.parse_args()
     costs = collections.defaultdict(lambda: collections.Counter())
 
     def listener(event, duration, fun_name=None, **_):
@@ -46,7 +76,7 @@ def main() -> None:
     jax.monitoring.register_event_duration_secs_listener(listener)
     X = np.random.default_rng(0).normal(size=(300, 3)).astype(np.float32)
     start = time.perf_counter()
-    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=9, seed=3)
+    model = nctl.NCTL(layer_sizes=tuple(args.layer_sizes), context_bits=1, pool_size=2, min_segment=4, depth=9, seed=3)
     model.learn_many(X[:40], (X[:40, 0] > 0).astype(int))
     learned = time.perf_counter()
     for size in PREDICTION_SIZES:
@@ -56,9 +86,13 @@ def main() -> None:
     seconds = {name: sum(v for k, v in c.items() if k != "compilations") for name, c in costs.items()}
     programs = {name: {k: round(v, 3) for k, v in sorted(costs[name].items())}
                 for name in sorted(seconds, key=seconds.get, reverse=True) if seconds[name] >= 0.05}
-    print(json.dumps({"cpu": cpu_name(), "jax": jax.__version__, "prediction_sizes": PREDICTION_SIZES,
-                      "first_learn_s": round(learned - start, 2), "predictions_s": round(end - learned, 2),
-                      "programs": programs}, indent=2))
+    out = {"cpu": cpu_name(), "jax": jax.__version__, "layer_sizes": args.layer_sizes,
+           "prediction_sizes": PREDICTION_SIZES, "first_learn_s": round(learned - start, 2),
+           "predictions_s": round(end - learned, 2), "programs": programs}
+    if args.kernels:
+        out["kernels"] = kernels(Path(DUMP))
+        shutil.rmtree(DUMP)
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

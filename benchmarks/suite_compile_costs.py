@@ -1,5 +1,7 @@
-"""Where the test suite's time goes: a pytest plugin that logs, per test, its wall time and the seconds
-JAX spent tracing, lowering and compiling during it; and, run as a script, their sums as JSON.
+"""Where the test suite's time goes: a pytest plugin that logs, per test, its wall time, the seconds
+JAX spent tracing, lowering and compiling during it and the NCTL engine configurations it was the
+first of its process to run (each compiles the engine's programs); and, run as a script, their sums
+as JSON, with the configurations counted per file.
 
     NCTL_COMPILE_LOG=DIR PYTHONPATH=benchmarks python -m pytest -p suite_compile_costs
     python benchmarks/suite_compile_costs.py DIR [--top 20]
@@ -11,6 +13,7 @@ threads (docs/algorithm.md §6.8), which overlap the test that started them.
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import time
@@ -23,6 +26,8 @@ from compile_costs import EVENTS, event_kind
 LOG = "NCTL_COMPILE_LOG"
 
 _current: collections.Counter = collections.Counter()
+_configurations: list = []  # engine configurations this test was the first of its process to run
+_seen: set = set()
 
 
 def _on_duration(event, duration, **_):
@@ -40,15 +45,33 @@ def pytest_configure(config):
         raise pytest.UsageError(f"-p suite_compile_costs logs into the folder named by {LOG}; set it")
     Path(os.environ[LOG]).mkdir(parents=True, exist_ok=True)
     jax.monitoring.register_event_duration_secs_listener(_on_duration)
+    _log_engine_configurations()
+
+
+def _log_engine_configurations() -> None:
+    """Note each configuration that reaches ``engine.boundary_program``, which every call of the engine's
+    ``learn`` passes through first, once per process."""
+    from nctl.core import engine
+
+    program = engine.boundary_program
+
+    def logged(state, cfg):
+        if cfg not in _seen:
+            _seen.add(cfg)
+            _configurations.append(hashlib.sha256(repr(cfg).encode()).hexdigest()[:12])
+        return program(state, cfg)
+
+    engine.boundary_program = logged
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _current.clear()
+    _configurations.clear()
     start = time.perf_counter()
     yield
     line = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 3),
-            **{k: round(v, 3) for k, v in _current.items()}}
+            **{k: round(v, 3) for k, v in _current.items()}, "configurations": list(_configurations)}
     with open(Path(os.environ[LOG]) / f"{os.getpid()}.jsonl", "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -60,10 +83,13 @@ def summary(folder: Path, top: int) -> dict:
     files = collections.defaultdict(list)
     for t in tests:
         files[t["test"].split("::")[0]].append(t)
-    by_file = {name: {key: total(key, rows) for key in keys}
+    configurations = lambda rows: [c for t in rows for c in t.get("configurations", [])]  # noqa: E731
+    by_file = {name: {**{key: total(key, rows) for key in keys}, "configurations": len(configurations(rows))}
                for name, rows in sorted(files.items(), key=lambda kv: -total("wall_s", kv[1]))}
     slowest = sorted(tests, key=lambda t: -t["wall_s"])[:top]
-    return {"tests": len(tests), **{key: total(key) for key in keys}, "by_file": by_file, "slowest": slowest}
+    engine = {"configurations": len(configurations(tests)), "distinct": len(set(configurations(tests)))}
+    return {"tests": len(tests), **{key: total(key) for key in keys}, "engine": engine, "by_file": by_file,
+            "slowest": slowest}
 
 
 def main() -> None:
