@@ -24,14 +24,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--experiment", default="demo")
     args = parser.parse_args()
-    command = ["nctl", "run", args.experiment, "--seeds", str(args.seeds), "--workers", str(args.workers), "--quiet"]
+    run = ["run", args.experiment, "--seeds", str(args.seeds), "--workers", str(args.workers), "--quiet"]
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "NCTL_CACHE_DIR": str(Path(folder) / "cache")}
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nctl.cli", *command[1:], "--out", str(Path(folder) / "out")],
+        subprocess.run([sys.executable, "-m", "nctl.cli", *run, "--out", str(Path(folder) / "out")],
                        check=True, env=env, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - start
-    print(json.dumps({"cpu": cpu_name(), "command": " ".join(command) + " (a new NCTL_CACHE_DIR)",
+    print(json.dumps({"cpu": cpu_name(), "command": f"nctl {' '.join(run)} (a new NCTL_CACHE_DIR)",
                       "wall_s": round(wall, 1)}))
 
 

@@ -70,5 +70,5 @@ def adopt(cache: tuple[str, bool] | None) -> None:
         return
     try:
         enable_compilation_cache(cache[0], exported=cache[1])
-    except OSError:
-        return
+    except OSError:  # no folder here: compile without a cache rather than fail the seed
+        pass
