@@ -279,7 +279,8 @@ def test_nctl_remembers_a_task_that_returns_better_than_gln():
 
 def test_long_stream_stays_finite_with_flat_memory():
     rng = np.random.default_rng(0)
-    model = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=4,
+    # L_min 16: thousands of pool decisions and evictions, a quarter of the host round trips of L_min 4
+    model = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, pool_size=2, min_segment=16, reservoir_size=4,
                       learning_rate=0.1, depth=17)
     sizes = []
     for block in range(10):  # 100,000 steps: two concepts swapping every 3,000 steps
@@ -291,6 +292,7 @@ def test_long_stream_stays_finite_with_flat_memory():
         sizes.append(sum(a.nbytes for a in __import__("jax").tree.leaves(model.state_)))
     assert model.t_ == 100_000
     assert sizes[-1] == sizes[2]  # nothing grows once the arena has settled
+    assert np.all(model.pool_events()[0][0][:, 3] > 1000)  # the pool was full and kept changing
 
 
 @pytest.mark.parametrize("make", [lambda: nctl.GLN(layer_sizes=(4, 1), n_classes=3),

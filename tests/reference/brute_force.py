@@ -3,6 +3,7 @@
 Only for tests: exponential time, obvious code, float64 Python arithmetic.
 """
 
+import functools
 import itertools
 import math
 
@@ -54,13 +55,14 @@ def fmn_fixed_pool_log_prob(bits, depth, pool):
     n = len(bits)
     members = [((0.0, 0.0), math.log(0.5) if pool else 0.0)]
     members += [(tuple(c), -math.log(2.0 * len(pool))) for c in pool]
+    segment_log_prob = functools.cache(lambda a, b, counts: kt_log_prob(bits[a:b], counts))
     terms = []
     for parts, cost in partitions(0, 2**depth, depth):
         live = [(a, min(b, n)) for a, b in parts if a < n]
         for choice in itertools.product(members, repeat=len(live)):
             log_p = -cost * math.log(2.0)
             for (a, b), (counts, log_prior) in zip(live, choice):
-                log_p += log_prior + kt_log_prob(bits[a:b], counts)
+                log_p += log_prior + segment_log_prob(a, b, counts)
             terms.append(log_p)
     return _logsumexp(terms)
 
