@@ -38,7 +38,10 @@ def pytest_configure(config):
     config.stash[_OWNS_CACHE] = SESSION_CACHE not in os.environ
     if config.stash[_OWNS_CACHE]:
         os.environ[SESSION_CACHE] = tempfile.mkdtemp(prefix="nctl-tests-jax-cache-")
-    compilation.enable_compilation_cache(os.environ[SESSION_CACHE])
+    # without exported programs: the tests run ``jax.jit`` as a library user does by default (exporting
+    # costs every configuration another lowering); tests/test_compilation.py checks the stored programs
+    # against it
+    compilation.enable_compilation_cache(os.environ[SESSION_CACHE], exported=False)
 
 
 def pytest_unconfigure(config):

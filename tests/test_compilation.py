@@ -143,9 +143,12 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     from nctl.core import engine
 
     monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every block arena starts lean
-    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 60 rows
-    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 10 * cfg.chunk)  # doubled within 140 rows
-    X = np.random.default_rng(1).normal(size=(140, 3))
+    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 30 rows
+    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 100 rows
+    # compiled ahead one doubling of the tree before the arenas are outgrown (the default, 2, would also
+    # compile the enlargement after next, which 100 rows do not reach)
+    monkeypatch.setattr(engine, "ENLARGE_AHEAD_DOUBLINGS", 1)
+    X = np.random.default_rng(1).normal(size=(100, 3))
     model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
     with backend_compilations() as compiles:
         model.learn_one(X[0], 1)
@@ -155,7 +158,7 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
             model.learn_one(x, int(x[0] > 0))
         mine = compiles.count(threading.get_ident())
     assert model.cfg_.arena_depth > start.arena_depth and model.cfg_.record_rows > start.record_rows
-    assert first > 0 and mine == first and model.t_ == 140
+    assert first > 0 and mine == first and model.t_ == 100
 
 
 STORED_SCRIPT = """

@@ -110,12 +110,20 @@ def test_seeds_run_in_local_processes_are_those_of_one_process(tmp_path):
     assert two == one and [seed["seed"] for seed in one] == [0, 1]
 
 
-def test_local_worker_processes_take_over_the_compilation_cache_of_the_process_that_runs_the_seeds():
+def test_local_worker_processes_take_over_the_compilation_cache_of_the_process_that_runs_the_seeds(tmp_path):
     """A seed in a worker process loads what an earlier seed compiled (conftest gives this process the
-    test run's cache): the workers report the same folder, exported programs included."""
-    ours = compilation.current()
-    assert ours is not None and ours[1]
-    reported = dict(executors.local(2)(compilation.current, [(), ()]))
+    test run's cache; here with exported programs, as the command line has): the workers report the same
+    folder, exported programs included."""
+    from nctl.core import programs
+
+    before = programs.folder()
+    try:
+        programs.use_folder(tmp_path / "exported")
+        ours = compilation.current()
+        assert ours is not None and ours[1]
+        reported = dict(executors.local(2)(compilation.current, [(), ()]))
+    finally:
+        programs.use_folder(before)
     assert reported == {0: ours, 1: ours}
 
 

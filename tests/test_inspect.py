@@ -212,7 +212,8 @@ def test_record_needs_a_chunk_aligned_learner(stream):
 # ----------------------------------------------------------------------------- command line
 
 TINY = ["--layer-sizes", "2", "1", "--context-bits", "1", "--pool-size", "2", "--min-segment", "16", "--depth", "9",
-        "--eviction", "spacing"]  # FIFO empties a pool when more segments close at once than it holds (§4.7)
+        "--eviction", "spacing",  # FIFO empties a pool when more segments close at once than it holds (§4.7)
+        "--learning-rate", "0.001"]  # one engine for every command (boundaries' default is 0.01)
 
 
 @pytest.mark.data
