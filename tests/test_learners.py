@@ -295,6 +295,20 @@ def test_long_stream_stays_finite_with_flat_memory():
     assert np.all(model.pool_events()[0][0][:, 3] > 1000)  # the pool was full and kept changing
 
 
+def test_hyperplanes_are_the_states_and_a_glns_of_the_same_seed():
+    """``hyperplanes`` reports the gates the learner's state holds, bit for bit, and a GLN of the same
+    seed and layers draws the same ones (both come from ``gln.network_gates``)."""
+    model, twin = nctl.NCTL(**SMALL_NCTL, n_classes=3), nctl.GLN(**SMALL, n_classes=3)
+    X, y = stream_arrays(4, n_classes=3)
+    model.learn_many(X, y)
+    twin.learn_many(X, y)
+    reported = model.hyperplanes(X.shape[1])
+    held = np.asarray(model.state_.nets.normals)
+    assert np.array_equal(np.stack([np.concatenate([normals for normals, _ in net]) for net in reported]), held)
+    assert all(np.array_equal(np.asarray(layer.gates.normals), np.stack([net[i][0] for net in reported]))
+               for i, layer in enumerate(twin.state_))
+
+
 @pytest.mark.parametrize("make", [lambda: nctl.GLN(layer_sizes=(4, 1), n_classes=3),
                                   lambda: nctl.NCTL(**SMALL_NCTL, n_classes=3)])  # the engine of LEARNERS' third
 def test_state_bytes_is_the_size_of_the_state_the_learner_then_creates(make):

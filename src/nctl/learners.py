@@ -360,9 +360,9 @@ _gln_predict = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
 @partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _gln_init(keys, n_features, layer_sizes, context_bits, weight_init):
+def _gln_init(gates, n_features, layer_sizes, context_bits, weight_init):
     """One compiled program per configuration (run op by op, a state's creation compiles dozens)."""
-    return jax.vmap(lambda k: gln.init(k, n_features, layer_sizes, context_bits, weight_init))(keys)
+    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, weight_init))(gates)
 
 
 def _positive_labels(n_classes: int) -> jnp.ndarray:
@@ -410,8 +410,9 @@ class GLN(_OnlineLearner):
         return mixing.GGMConfig(float(self.learning_rate), float(self.prob_eps), float(self.max_weight))
 
     def _fresh_state(self, n_features: int):
-        keys = gln.class_keys(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0])
-        return _gln_init(keys, n_features, self.layer_sizes, self.context_bits, self.weight_init)
+        gates = gln.network_gates(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0],
+                                  n_features, self.layer_sizes, self.context_bits)
+        return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.weight_init)
 
     def _learn(self, X, y):
         positive, cfg = _positive_labels(self.n_classes), self.ggm_config
@@ -550,7 +551,7 @@ class NCTL(_OnlineLearner):
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
-        return engine.init_program(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
+        return engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)
@@ -614,7 +615,8 @@ class NCTL(_OnlineLearner):
         """The gating hyperplanes ``(normals [N, s, d], offsets [N, s])`` of every class network (one
         when binary) and layer, as the learner draws them for ``n_features`` inputs."""
         gates = engine.gates(self.engine_config(n_features), jax.random.PRNGKey(self.seed))
-        return tuple(tuple((np.asarray(g.normals), np.asarray(g.offsets)) for g in net) for net in gates)
+        return tuple(tuple((np.asarray(g.normals[net]), np.asarray(g.offsets[net])) for g in gates)
+                     for net in range(gates[0].normals.shape[0]))
 
     def pool_events(self) -> tuple:
         """Per class network, per layer: ``[N_i, 4]`` counts of refine, skip, add and evict (§4.5)."""

@@ -304,8 +304,17 @@ def any_net(flag):
 
 def init(cfg: EngineConfig, key, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
     """A fresh state prepared for step 1; ``initial_pool`` [j, width] pre-fills the pool of every neuron
-    of a one-layer, one-context engine (the sequence predictors' tests)."""
-    nets = jax.vmap(lambda k: _init_net(cfg, k, initial_pool))(gln.class_keys(key, cfg.n_nets))
+    of a one-layer, one-context engine (the sequence predictors' tests). Two kinds of compiled program:
+    the hyperplanes (``gln.network_gates``, shared by every configuration with these layers, GLN's
+    included) and the rest of the state."""
+    return _init(cfg, key, depth, initial_pool, gates(cfg, key))
+
+
+def _init(cfg: EngineConfig, key, depth: int, initial_pool, layer_gates: tuple) -> State:
+    """``init`` with the hyperplanes ``layer_gates`` (per layer, ``[nets, N_i, s, d]`` and ``[nets, N_i, s]``)."""
+    normals = jnp.concatenate([g.normals for g in layer_gates], axis=1)
+    offsets = jnp.concatenate([g.offsets for g in layer_gates], axis=1)
+    nets = jax.vmap(lambda v, o: _init_net(cfg, v, o, initial_pool))(normals, offsets)
     S, R, P = cfg.slots, cfg.pool.reservoir_size, cfg.chunk
     records = Records(
         z=jnp.zeros((cfg.record_rows, cfg.n_features), jnp.float32),
@@ -320,16 +329,14 @@ def init(cfg: EngineConfig, key, depth: int = 0, initial_pool: np.ndarray | None
     return State(tree.initial_schedule(S, depth), nets, records, seed)
 
 
-# ``init`` as one compiled program: op by op it is about a hundred small compilations and tens of
+# ``_init`` as one compiled program: op by op it is about a hundred small compilations and tens of
 # milliseconds per call
-init_program = programs.jit(init, static_argnums=(0, 2))
+_init = programs.jit(_init, static_argnums=(0, 2))
 
 
-def _init_net(cfg: EngineConfig, key, initial_pool) -> Net:
+def _init_net(cfg: EngineConfig, normals, offsets, initial_pool) -> Net:
     S, k, M, N, C, E = cfg.slots, cfg.pool.capacity, cfg.pool.members, cfg.neurons, cfg.contexts, cfg.entries
     R, W = cfg.pool.reservoir_size, cfg.pool.lanes
-    gates = [gating.init_gates(jax.random.fold_in(key, i), n, cfg.context_bits, cfg.n_features)
-             for i, n in enumerate(cfg.layer_sizes)]
     pool_rows = [jnp.zeros((s.neurons, C, E, s.width), cfg.rows.dtype) for s in cfg.layers]
     in_pool = jnp.zeros((E, N), bool)
     if initial_pool is not None and len(initial_pool):
@@ -344,8 +351,8 @@ def _init_net(cfg: EngineConfig, key, initial_pool) -> Net:
     zeros_skn = jnp.zeros((S, k, N), jnp.int32)
     bounded = cfg.pool.bounded
     return Net(
-        normals=jnp.concatenate([g.normals for g in gates]),
-        offsets=jnp.concatenate([g.offsets for g in gates]),
+        normals=normals,
+        offsets=offsets,
         loglik=jnp.zeros((S, M, N), jnp.float64),
         logprior=jnp.broadcast_to(member_log_prior(count, k), (S, M, N)),
         source=jnp.broadcast_to(roster, (S, k, N)),
@@ -433,12 +440,9 @@ def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
 
 
 def gates(cfg: EngineConfig, key) -> tuple:
-    """The hyperplanes of every class network and layer, as ``init`` draws them: per network, per layer,
-    ``Gates(normals [N_i, s, d], offsets [N_i, s])``."""
-    return tuple(
-        tuple(gating.init_gates(jax.random.fold_in(net_key, i), n, cfg.context_bits, cfg.n_features)
-              for i, n in enumerate(cfg.layer_sizes))
-        for net_key in gln.class_keys(key, cfg.n_nets))
+    """The hyperplanes that ``init`` gives the state: per layer, ``Gates(normals [nets, N_i, s, d],
+    offsets [nets, N_i, s])`` (GLN's with the same seed)."""
+    return gln.network_gates(key, cfg.n_nets, cfg.n_features, cfg.layer_sizes, cfg.context_bits)
 
 
 # ----------------------------------------------------------------------------- weights of members

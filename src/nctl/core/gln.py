@@ -7,12 +7,13 @@ this step, so no back-propagation is needed. A network is written for one output
 a leading class axis for one-vs-all (``targets``).
 """
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from nctl.core import gating, mixing
+from nctl.core import gating, mixing, programs
 
 
 class Layer(NamedTuple):
@@ -46,14 +47,25 @@ def class_keys(key, n_classes: int):
     return jax.random.split(jax.random.fold_in(key, 1), n_classes)
 
 
-def init(key, n_features: int, layer_sizes, context_bits: int, weight_init: str = "zeros") -> tuple[Layer, ...]:
-    """A fresh network for one output."""
-    layers = []
-    for i, (n, k) in enumerate(zip(layer_sizes, fan_ins(n_features, layer_sizes))):
-        gates = gating.init_gates(jax.random.fold_in(key, i), n, context_bits, n_features)
-        weights = jnp.full((n, 2**context_bits, k), init_weight_value(weight_init, k), jnp.float32)
-        layers.append(Layer(gates, weights))
-    return tuple(layers)
+programs.register(gating.Gates)  # what network_gates returns, for programs stored on disk
+
+
+@partial(programs.jit, static_argnums=(1, 2, 3, 4))
+def network_gates(key, n_nets: int, n_features: int, layer_sizes: tuple, context_bits: int) -> tuple[gating.Gates, ...]:
+    """The hyperplanes of every layer of the ``n_nets`` class networks of seed ``key``: per layer
+    ``Gates(normals [nets, N_i, s, d], offsets [nets, N_i, s])``. A program of its own: drawing Gaussians
+    takes XLA seconds to compile on a CPU, and this program is shared by every learner, GLN or NCTL,
+    with these layers (the rest of a configuration does not change it)."""
+    return tuple(jax.vmap(lambda k: gating.init_gates(jax.random.fold_in(k, i), n, context_bits, n_features))(
+        class_keys(key, n_nets)) for i, n in enumerate(layer_sizes))
+
+
+def init(gates: tuple[gating.Gates, ...], n_features: int, layer_sizes, context_bits: int,
+         weight_init: str = "zeros") -> tuple[Layer, ...]:
+    """A fresh network for one output, with the hyperplanes ``gates`` (per layer)."""
+    weights = [jnp.full((n, 2**context_bits, k), init_weight_value(weight_init, k), jnp.float32)
+               for n, k in zip(layer_sizes, fan_ins(n_features, layer_sizes))]
+    return tuple(Layer(g, w) for g, w in zip(gates, weights))
 
 
 def targets(y, positive):
