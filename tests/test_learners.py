@@ -303,10 +303,11 @@ def test_hyperplanes_are_the_states_and_a_glns_of_the_same_seed():
     model.learn_many(X, y)
     twin.learn_many(X, y)
     reported = model.hyperplanes(X.shape[1])
-    held = np.asarray(model.state_.nets.normals)
-    assert np.array_equal(np.stack([np.concatenate([normals for normals, _ in net]) for net in reported]), held)
-    assert all(np.array_equal(np.asarray(layer.gates.normals), np.stack([net[i][0] for net in reported]))
-               for i, layer in enumerate(twin.state_))
+    for part, held in enumerate((model.state_.nets.normals, model.state_.nets.offsets)):  # normals, offsets
+        assert np.array_equal(np.stack([np.concatenate([layer[part] for layer in net]) for net in reported]),
+                              np.asarray(held))
+        assert all(np.array_equal(np.asarray(layer.gates[part]), np.stack([net[i][part] for net in reported]))
+                   for i, layer in enumerate(twin.state_))
 
 
 @pytest.mark.parametrize("make", [lambda: nctl.GLN(layer_sizes=(4, 1), n_classes=3),

@@ -1,0 +1,45 @@
+"""Digests of what learners compute, to show that a change moves no bit, as JSON lines.
+
+For six networks (binary and multi-class, 2 to 784 inputs): an NCTL and a GLN of the same seed learn
+the same 70 random rows; prints SHA-256 prefixes of the NCTL state, its predictions, the GLN state and
+its predictions, and the NCTL's ``state_bytes``; then an FMN over 100 bits with an initial pool. Run
+at two commits (``PYTHONPATH=<checkout>/src``) and compare the lines.
+
+    python benchmarks/state_digests.py
+"""
+
+import hashlib
+import json
+
+import jax
+import numpy as np
+
+import nctl
+from nctl.sequence import FMN
+
+NETWORKS = [((50, 25, 1), 784, 4, 2, 0), ((6, 3, 1), 784, 1, 10, 3), ((4, 3, 1), 6, 2, 3, 11), ((2, 1), 3, 2, 2, 3),
+            ((1,), 2, 2, 3, 3), ((16, 8, 1), 8, 2, 2, 0)]  # layers, inputs, context bits, classes, seed
+
+
+def digest(tree) -> str:
+    return hashlib.sha256(b"".join(np.asarray(a).tobytes() for a in jax.tree.leaves(tree))).hexdigest()[:16]
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    for layers, d, bits, classes, seed in NETWORKS:
+        X, y = rng.standard_normal((70, d)).astype(np.float32), rng.integers(0, classes, 70)
+        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes, pool_size=3, min_segment=8,
+                          reservoir_size=8, depth=9, seed=seed)
+        p = model.learn_many(X, y)
+        gln = nctl.GLN(layer_sizes=layers, context_bits=bits, n_classes=classes, seed=seed)
+        q = gln.learn_many(X, y)
+        print(json.dumps({"network": [list(layers), d, bits, classes, seed], "nctl_state": digest(model.state_),
+                          "nctl_predictions": digest(p), "gln_state": digest(gln.state_), "gln_predictions": digest(q),
+                          "state_bytes": model.state_bytes(d)}))
+    run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
+    print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
+
+
+if __name__ == "__main__":
+    main()
