@@ -9,7 +9,10 @@ duration; they are summed per program, with the count of XLA compilations of eac
 With ``--kernels``, XLA also writes each optimised program into a temporary folder, and the count of
 the kernels it compiled for it (fusions and the gathers, scatters, sorts and dynamic-update-slices
 left outside them: XLA:CPU compiles each one on its own, so a program's compile time follows this
-count) is reported per program. ``--layer-sizes`` sets the network (default ``3 1``).
+count) is reported per program, and for the pool boundary and the step, the kernels that each
+function of ``nctl.core`` contributed to (from the call stacks XLA keeps with each operation: a
+kernel counts once for every function on its stack, so nested functions overlap). ``--layer-sizes``
+sets the network (default ``3 1``).
 
     python benchmarks/compile_costs.py [--kernels] [--layer-sizes 3 1]
 """
@@ -53,9 +56,50 @@ def kernels(folder: Path) -> dict:
     """Kernels per program in XLA's dump: the largest count among a program's compilations."""
     counts = collections.Counter()
     for path in folder.glob("*.cpu_after_optimizations.txt"):
-        name = re.sub(r"^module_\d+\.jit_", "", path.name).removesuffix(".cpu_after_optimizations.txt")
-        counts[name] = max(counts[name], len(KERNEL.findall(path.read_text())))
+        counts[_program(path)] = max(counts[_program(path)], len(KERNEL.findall(path.read_text())))
     return dict(counts.most_common())
+
+
+def _program(path: Path) -> str:
+    return re.sub(r"^module_\d+\.jit_", "", path.name).removesuffix(".cpu_after_optimizations.txt")
+
+
+def _table(lines: list, title: str) -> list:
+    """The rows of one of the dump's tables (``FileNames``, ``StackFrames``, ...) after its title line."""
+    start = lines.index(title) + 1
+    end = next((i for i in range(start, len(lines)) if not re.match(r"^\s*\d+ ", lines[i])), len(lines))
+    return [line.strip().split(" ", 1) for line in lines[start:end]]
+
+
+def kernels_by_function(path: Path) -> dict:
+    """``{"module.py:function": kernels}`` for the functions of ``nctl.core`` on the call stacks of one
+    optimised program's kernels, most first (kernels without a stack are not counted). Stack frames
+    name their parent by its index + 1."""
+    lines = path.read_text().splitlines()
+    files = {int(i): Path(name.strip('"')).name for i, name in _table(lines, "FileNames")}
+    functions = {int(i): name.strip('"') for i, name in _table(lines, "FunctionNames")}
+    where = {}
+    for i, fields in _table(lines, "FileLocations"):
+        file_id, function_id = (int(re.search(f"{key}=(\\d+)", fields).group(1)) for key in ("file_name_id", "function_name_id"))
+        where[int(i)] = f"{files[file_id]}:{functions[function_id]}"
+    frames = {}
+    for i, fields in _table(lines, "StackFrames"):
+        parent = re.search(r"parent_frame_id=(\d+)", fields)
+        frames[int(i)] = (int(re.search(r"file_location_id=(\d+)", fields).group(1)), int(parent.group(1)) - 1 if parent else 0)
+    ours = {f.name for f in Path(engine.__file__).parent.glob("*.py")}
+    counts, stacks = collections.Counter(), 0
+    for line in lines:
+        frame = re.search(r"stack_frame_id=(\d+)", line)
+        if not (KERNEL.search(line) and frame):
+            continue
+        on_stack, frame_id = set(), int(frame.group(1))
+        while frame_id in frames:
+            location, frame_id = frames[frame_id]
+            on_stack.add(where[location])
+        counts.update(name for name in on_stack if name.split(":")[0] in ours)
+        stacks += 1
+    # functions on every stack are the program's entry: left out
+    return {name: n for name, n in counts.most_common() if n < stacks}
 
 
 def main() -> None:
@@ -91,6 +135,9 @@ def main() -> None:
            "predictions_s": round(end - learned, 2), "programs": programs}
     if args.kernels:
         out["kernels"] = kernels(Path(DUMP))
+        dumps = {_program(path): path for path in sorted(Path(DUMP).glob("*.cpu_after_optimizations.txt"),
+                                                         key=lambda path: path.stat().st_size)}
+        out["kernels_by_function"] = {name: kernels_by_function(dumps[name]) for name in ("boundary", "run_steps")}
         shutil.rmtree(DUMP)
     print(json.dumps(out, indent=2))
 
