@@ -80,12 +80,14 @@ def kernels_by_function(path: Path) -> dict:
     functions = {int(i): name.strip('"') for i, name in _table(lines, "FunctionNames")}
     where = {}
     for i, fields in _table(lines, "FileLocations"):
-        file_id, function_id = (int(re.search(f"{key}=(\\d+)", fields).group(1)) for key in ("file_name_id", "function_name_id"))
+        file_id, function_id = (int(re.search(f"{key}=(\\d+)", fields).group(1))
+                                for key in ("file_name_id", "function_name_id"))
         where[int(i)] = f"{files[file_id]}:{functions[function_id]}"
     frames = {}
     for i, fields in _table(lines, "StackFrames"):
         parent = re.search(r"parent_frame_id=(\d+)", fields)
-        frames[int(i)] = (int(re.search(r"file_location_id=(\d+)", fields).group(1)), int(parent.group(1)) - 1 if parent else 0)
+        location = int(re.search(r"file_location_id=(\d+)", fields).group(1))
+        frames[int(i)] = (location, int(parent.group(1)) - 1 if parent else 0)
     ours = {f.name for f in Path(engine.__file__).parent.glob("*.py")}
     counts, stacks = collections.Counter(), 0
     for line in lines:

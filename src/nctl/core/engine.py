@@ -567,24 +567,31 @@ def fill_round(shape: LayerShape, lanes: int) -> int:
 def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, block, mask):
     """Exact mode: copy into every ``block`` where ``mask`` its members' source rows, compacted,
     ``fill_round`` items per round (blocks a boundary creates, §6.4; a step's new blocks read their
-    sources where they are trained, §6.2)."""
+    sources where they are trained, §6.2). Where one round holds every item, that round is the fill:
+    no compaction and no loop (fewer kernels to compile, the same rows written)."""
     shape = cfg.layers[layer]
     W = cfg.pool.lanes
     flat = lambda a: jnp.broadcast_to(a, mask.shape).reshape(-1)
     slot, neuron, context, block, pending = flat(slot), flat(neuron), flat(context), flat(block), flat(mask)
     count = slot.shape[0]
 
-    def one_round(carry):
-        pending, net = carry
-        (index,) = jnp.nonzero(pending, size=min(fill_round(shape, W), count), fill_value=count)
-        valid = index < count
-        i = jnp.minimum(index, count - 1)
+    def write(net, i, valid):
+        """Fill the blocks of items ``i`` where ``valid``."""
         member = jnp.arange(W)[None, :]
         rows = source_weights(net, layer, cfg, slot[i][:, None], member, neuron[i][:, None], context[i][:, None])
         dest = unique_or_drop(block[i][:, None] * W + member, valid[:, None], shape.blocks * W)
         blocks = net.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
             rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W, shape.width)
-        net = net._replace(blocks=_put(net.blocks, layer, blocks))
+        return net._replace(blocks=_put(net.blocks, layer, blocks))
+
+    if fill_round(shape, W) >= count:
+        return write(net, jnp.arange(count), pending)
+
+    def one_round(carry):
+        pending, net = carry
+        (index,) = jnp.nonzero(pending, size=fill_round(shape, W), fill_value=count)
+        valid = index < count
+        net = write(net, jnp.minimum(index, count - 1), valid)
         return pending.at[jnp.where(valid, index, count)].set(False, mode="drop"), net
 
     return jax.lax.while_loop(lambda c: any_net(jnp.any(c[0])), one_round, (pending, net))[1]
