@@ -137,6 +137,7 @@ def main() -> None:
            "predictions_s": round(end - learned, 2), "programs": programs}
     if args.kernels:
         out["kernels"] = kernels(Path(DUMP))
+        # per program its largest dump (the dict keeps the last of each name, in order of size)
         dumps = {_program(path): path for path in sorted(Path(DUMP).glob("*.cpu_after_optimizations.txt"),
                                                          key=lambda path: path.stat().st_size)}
         out["kernels_by_function"] = {name: kernels_by_function(dumps[name]) for name in ("boundary", "run_steps")}
