@@ -75,6 +75,9 @@ class SequenceRun(NamedTuple):
     pool: tuple  # the final pool in pool order: (n_0, n_1) counts of each stored state
 
 
+MIN_MAX_DEPTH = 12  # strings of up to 2^12 - 1 bits share one engine, compiled once, per setting
+
+
 @dataclass(frozen=True)
 class FMN:
     """The Forget-Me-Not process over KT counts (docs/algorithm.md §4): PTW whose segments mix a pool
@@ -96,7 +99,7 @@ class FMN:
     def config(self, n_steps: int) -> engine.EngineConfig:
         pool = PoolConfig(self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
                           self.skip_threshold, self.joint_evidence, self.eviction)
-        max_depth = max(self.depth or 0, engine.max_depth_for(n_steps))
+        max_depth = max(self.depth or 0, engine.max_depth_for(n_steps), MIN_MAX_DEPTH)
         return engine.configure(0, (1,), 0, KTRows(), pool, tree.split_grid(self.split_prob), 2, max_depth)
 
     def run(self, bits) -> SequenceRun:

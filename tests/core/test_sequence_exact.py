@@ -94,6 +94,7 @@ def assert_same_decisions(run, reference):
                          f"(before the next boundary: {reference.events_unprepared[t]})")
 
 
+RESERVOIR = 360  # the length of recurring_bits' strings: nothing is sampled on them or shorter ones
 SETTINGS = [  # (pool_size, min_segment, joint_evidence, depth, eviction)
     (1, 1, True, None, "fifo"), (2, 4, True, None, "fifo"), (3, 2, False, None, "fifo"), (3, 8, True, 9, "fifo"),
     (4, 1, False, 10, "fifo"), (3, 2, True, None, "spacing"), (4, 1, False, 10, "spacing"),
@@ -106,10 +107,11 @@ def test_fmn_matches_the_literal_reference_step_for_step(pool_size, min_segment,
     decisions after every step and the final pool (in pool order) are those of the literal FMN."""
     rng = np.random.default_rng(pool_size * 10 + min_segment)
     bits = recurring_bits(rng)
+    assert len(bits) <= RESERVOIR
     kwargs = dict(depth=depth, pool_size=pool_size, min_segment=min_segment, joint_evidence=joint,
                   eviction=eviction)
     reference = ReferenceFMN(**kwargs).run(bits)
-    run = FMN(**kwargs, reservoir_size=len(bits)).run(bits)
+    run = FMN(**kwargs, reservoir_size=RESERVOIR).run(bits)
     np.testing.assert_allclose(run.p1, reference.p1, rtol=0, atol=1e-9)
     np.testing.assert_allclose(run.log_px, reference.log_px, rtol=0, atol=1e-9)
     np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
@@ -118,11 +120,11 @@ def test_fmn_matches_the_literal_reference_step_for_step(pool_size, min_segment,
     assert min(reference.events[-1]) > 0  # every kind of decision was exercised
 
 
-RANDOM_SETTINGS = [
+RANDOM_SETTINGS = [  # the pools of SETTINGS (their engines are compiled once for both tests), and thresholds
     dict(pool_size=3, min_segment=2, depth=None),
-    dict(pool_size=2, min_segment=1, depth=None, joint_evidence=True, eviction="spacing"),
-    dict(pool_size=4, min_segment=4, depth=8, joint_evidence=True),
-    dict(pool_size=1, min_segment=1, depth=8, eviction="spacing"),
+    dict(pool_size=3, min_segment=2, depth=None, joint_evidence=True, eviction="spacing"),
+    dict(pool_size=2, min_segment=4, depth=8, joint_evidence=True),
+    dict(pool_size=4, min_segment=1, depth=8, eviction="spacing"),
     dict(pool_size=3, min_segment=2, depth=None, refine_threshold=0.05, skip_threshold=-0.2),
 ]
 
@@ -135,7 +137,7 @@ def test_fmn_makes_the_decisions_of_the_literal_reference_on_random_recurring_st
     for _ in range(10):
         bits = random_recurring_bits(rng, 160)
         reference = ReferenceFMN(**settings).run(bits)
-        run = FMN(**settings, reservoir_size=160).run(bits)
+        run = FMN(**settings, reservoir_size=RESERVOIR).run(bits)
         np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
         assert_same_decisions(run, reference)
         assert [tuple(c) for c in run.pool] == reference.pool
