@@ -943,24 +943,38 @@ BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose compiled boundary stays at ha
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
 
 
-def _lower_ahead(shapes, cfg: EngineConfig):
-    """The boundary, lowered; first the one-row prediction is compiled into ``jit``'s own cache (with
-    committed states the two agree), so that the river path's first prediction finds it too."""
-    _predict.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), 1, cfg).compile()
-    return boundary.lower(shapes, cfg)
-
-
 def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
-    """The boundary program of ``cfg`` (and the one-row prediction), compiled in the background from the
-    first call for ``cfg``: ``learn`` starts it with the step program's compilation and waits for it
-    before returning, so that the first pool boundary (step ``P``) of a stream learned one row at a time
-    does not stall (§6.8)."""
-    if cfg not in _boundary_programs:
-        _boundary_programs[cfg] = _CompiledAhead(partial(_lower_ahead, _shapes(state), cfg))
-        while len(_boundary_programs) > BOUNDARY_PROGRAMS_KEPT:
-            _boundary_programs.popitem(last=False)
-    _boundary_programs.move_to_end(cfg)
-    return _boundary_programs[cfg]
+    """The boundary program of ``cfg``, compiled in the background from the first call for ``cfg``:
+    ``learn`` starts it with the step program's compilation and waits for it before returning, so that
+    the first pool boundary (step ``P``) of a stream learned one row at a time does not stall (§6.8)."""
+    return _ahead(_boundary_programs, cfg, partial(boundary.lower, _shapes(state), cfg))
+
+
+_one_row_predictions: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
+
+
+def one_row_prediction_ahead(state: State, cfg: EngineConfig) -> _CompiledAhead:
+    """The one-row prediction of ``cfg``, compiled in the background into ``jit``'s own cache (with
+    committed states the two agree) for a stream learned one row at a time, whose predictions after a
+    pool boundary need it (§6.8, §6.9)."""
+    row = jax.ShapeDtypeStruct((1, cfg.n_features), np.float32)
+    return _ahead(_one_row_predictions, cfg, partial(_predict.lower, _shapes(state), row, 1, cfg))
+
+
+def programs_ahead(state: State, cfg: EngineConfig, one_row: bool) -> list[_CompiledAhead]:
+    """What ``learn`` has compiled in the background for ``cfg`` (§6.8): the boundary, and for a stream
+    learned one row at a time (``one_row``) the one-row prediction."""
+    return [boundary_program(state, cfg)] + ([one_row_prediction_ahead(state, cfg)] if one_row else [])
+
+
+def _ahead(programs_of: OrderedDict, cfg: EngineConfig, lower: Callable[[], Any]) -> _CompiledAhead:
+    """``programs_of[cfg]``, started with ``lower`` when missing; the ``BOUNDARY_PROGRAMS_KEPT`` most recent."""
+    if cfg not in programs_of:
+        programs_of[cfg] = _CompiledAhead(lower)
+        while len(programs_of) > BOUNDARY_PROGRAMS_KEPT:
+            programs_of.popitem(last=False)
+    programs_of.move_to_end(cfg)
+    return programs_of[cfg]
 
 
 def _shapes(state):
@@ -996,29 +1010,33 @@ def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
     return _configured(cfg, record_rows=2 * cfg.record_rows, arena_depth=(arenas or cfg).arena_depth)
 
 
-def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe):
+def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe,
+                         one_row: bool):
     """Compile the enlargement from ``cfg`` to ``new`` and ``new``'s programs: the steps (as ``learn``
-    calls them), the boundary and the one-row prediction."""
+    calls them), the boundary and, for a stream learned one row at a time, the one-row prediction."""
     grown = _resize.lower(shapes, cfg, new).compile().out_info
     Z, labels, n = _block(np.zeros((1, n_features), np.float32), np.zeros(1, np.int32), 0)
     run_steps.lower(grown, Z, labels, n, new, observe, Z[0], True).compile()
-    boundary_program(grown, new).program()
+    for ahead in programs_ahead(grown, new, one_row):
+        ahead.program()
 
 
-def enlarge_ahead(state: State, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe) -> None:
+def enlarge_ahead(state: State, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe,
+                  one_row: bool) -> None:
     """Compile, in the background, the enlargement of ``state`` from ``cfg`` to ``new`` and ``new``'s
     programs (§6.8), so that the stream does not stop to compile them when it gets there."""
     if (cfg, new) not in _enlargements_ahead:
         _enlargements_ahead[cfg, new] = _CompiledAhead(
-            partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe))
+            partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe, one_row))
         while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
             _enlargements_ahead.popitem(last=False)
 
 
 def finish_compiling() -> None:
     """Wait for every program being compiled ahead (§6.8)."""
-    for ahead in list(_enlargements_ahead.values()) + list(_boundary_programs.values()):
-        ahead.finish()
+    for programs_of in (_enlargements_ahead, _boundary_programs, _one_row_predictions):
+        for ahead in list(programs_of.values()):
+            ahead.finish()
 
 
 def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
@@ -1042,17 +1060,18 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     """``learn``, and the prediction of ``z_next`` when the last call of ``run_steps`` made it (else None)."""
     if not state.schedule.t.committed:  # as the boundary program's outputs are: each program compiles once
         state = jax.device_put(state, jax.devices()[0])
-    boundary_program(state, cfg)
+    one_row = z_next is not None or X.shape[0] == 1  # a stream learned one row at a time (the river path)
+    programs_ahead(state, cfg, one_row)
     probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
         if t is not None and arenas_outgrown(cfg, t):
             state, cfg = _enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
-            boundary_program(state, cfg)
+            programs_ahead(state, cfg, one_row)
         if t is not None and enlargement_near(cfg, t):
             new = next_arena_enlargement(cfg)
             if new is not None:
-                enlarge_ahead(state, cfg, new, X.shape[1], observe)
+                enlarge_ahead(state, cfg, new, X.shape[1], observe, one_row)
         Z, labels, n = _block(X, Y, a)
         ask = z_next is not None and a + n == X.shape[0]
         state, outcome, obs = run_steps(state, Z, labels, n, cfg, observe, z_next if ask else Z[0], ask)
@@ -1070,11 +1089,12 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
             if not ok:  # the reservoirs hold more records than the arena has room for
                 state, cfg = _enlarge(state, cfg, doubled_records(cfg, t))
             elif unheld < RECORDS_LOW * cfg.record_rows + 2 * cfg.chunk:  # it will be soon
-                enlarge_ahead(state, cfg, doubled_records(cfg, t), X.shape[1], observe)
+                enlarge_ahead(state, cfg, doubled_records(cfg, t), X.shape[1], observe, one_row)
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
-    boundary_program(state, cfg).program()  # ready before the stream goes on: no stall at its first boundary
+    for ahead in programs_ahead(state, cfg, one_row):  # ready before the stream goes on: no stall at its first
+        ahead.program()  # boundary, nor at the first prediction after it
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
 
 
