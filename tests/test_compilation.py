@@ -1,5 +1,7 @@
 """Compilation: the persistent cache (a second process loads what the first compiled), and no
-compilation in the middle of a stream."""
+compilation in the middle of a stream. The NCTL learners here have one layer: which programs are
+compiled, stored and loaded does not depend on the network's depth, and every layer adds seconds to
+the compilation of each configuration."""
 
 from __future__ import annotations
 
@@ -126,7 +128,7 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     first predictions find their programs ready (a cold process stalled for seconds at the first
     boundary before)."""
     X = np.random.default_rng(0).normal(size=(20, 3))
-    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
+    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
     with backend_compilations() as compiles:
         model.learn_one(X[0], 1)  # river's order: the first prediction comes after the first learning
         first = len(compiles)
@@ -149,7 +151,7 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     # compile the enlargement after next, which 100 rows do not reach)
     monkeypatch.setattr(engine, "ENLARGE_AHEAD_DOUBLINGS", 1)
     X = np.random.default_rng(1).normal(size=(100, 3))
-    model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
+    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
     with backend_compilations() as compiles:
         model.learn_one(X[0], 1)
         start, first = model.cfg_, compiles.count(threading.get_ident())
@@ -169,7 +171,7 @@ jax.monitoring.register_event_duration_secs_listener(
     if event == "/jax/core/compile/jaxpr_trace_duration" else None)
 nctl.enable_compilation_cache(sys.argv[1])
 X = np.random.default_rng(0).normal(size=(12, 3)).astype(np.float32)
-model = nctl.NCTL(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, depth=5, seed=3)
+model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, depth=5, seed=3)
 preds = []
 for x in X:  # river's order
     preds.append(model.predict_proba_one(x))
@@ -211,7 +213,7 @@ def test_stored_programs_learn_and_predict_as_jit_does(tmp_path):
     y = (X[:, 1] > 0).astype(int)
 
     def run():
-        model = nctl.NCTL(layer_sizes=(4, 1), context_bits=2, pool_size=2, min_segment=4, depth=None, seed=4)
+        model = nctl.NCTL(layer_sizes=(1,), context_bits=2, pool_size=2, min_segment=4, depth=None, seed=4)
         preds = [model.learn_many(X[:20], y[:20])]
         for x, label in zip(X[20:], y[20:]):
             preds.append([model.predict_proba_one(x)])
@@ -236,7 +238,7 @@ def test_an_unreadable_stored_program_is_made_again(tmp_path):
     """A stored file that does not deserialise is exported and written again, and the program runs."""
     from nctl.core import engine, programs
 
-    state_of = lambda: nctl.NCTL(layer_sizes=(2, 1), context_bits=1, seed=1)  # noqa: E731
+    state_of = lambda: nctl.NCTL(layer_sizes=(1,), context_bits=1, seed=1)  # noqa: E731
     X = np.ones((2, 3), np.float32)
     before = programs.folder()
     try:

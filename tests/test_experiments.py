@@ -11,7 +11,9 @@ from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, summarise
 
-SMALL_NETWORK = {"network.layer_sizes": "[6, 3, 1]", "nctl.reservoir_size": "8"}
+# two layers: each layer adds seconds to every configuration's compilation (three-layer networks are in
+# tests/test_learners.py and tests/test_inspect.py)
+SMALL_NETWORK = {"network.layer_sizes": "[6, 1]", "nctl.reservoir_size": "8"}
 # 72 steps: a tree of depth 7 also holds the 50 adaptation steps of adapt50 (no enlargement to compile)
 PERMUTED_TINY = {"steps_per_task": "24", "max_test": "30", "stream_args.n_tasks": "3", "network.context_bits": "1"}
 TINY = {
