@@ -947,7 +947,7 @@ def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
     """The boundary program of ``cfg``, compiled in the background from the first call for ``cfg``:
     ``learn`` starts it with the step program's compilation and waits for it before returning, so that
     the first pool boundary (step ``P``) of a stream learned one row at a time does not stall (§6.8)."""
-    return _ahead(_boundary_programs, cfg, partial(boundary.lower, _shapes(state), cfg))
+    return _ahead(_boundary_programs, state, cfg, boundary.lower)
 
 
 _one_row_predictions: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
@@ -957,8 +957,11 @@ def one_row_prediction_ahead(state: State, cfg: EngineConfig) -> _CompiledAhead:
     """The one-row prediction of ``cfg``, compiled in the background into ``jit``'s own cache (with
     committed states the two agree) for a stream learned one row at a time, whose predictions after a
     pool boundary need it (§6.8, §6.9)."""
-    row = jax.ShapeDtypeStruct((1, cfg.n_features), np.float32)
-    return _ahead(_one_row_predictions, cfg, partial(_predict.lower, _shapes(state), row, 1, cfg))
+    return _ahead(_one_row_predictions, state, cfg, _lower_one_row_prediction)
+
+
+def _lower_one_row_prediction(shapes, cfg: EngineConfig):
+    return _predict.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), 1, cfg)
 
 
 def programs_ahead(state: State, cfg: EngineConfig, one_row: bool) -> list[_CompiledAhead]:
@@ -967,10 +970,12 @@ def programs_ahead(state: State, cfg: EngineConfig, one_row: bool) -> list[_Comp
     return [boundary_program(state, cfg)] + ([one_row_prediction_ahead(state, cfg)] if one_row else [])
 
 
-def _ahead(programs_of: OrderedDict, cfg: EngineConfig, lower: Callable[[], Any]) -> _CompiledAhead:
-    """``programs_of[cfg]``, started with ``lower`` when missing; the ``BOUNDARY_PROGRAMS_KEPT`` most recent."""
+def _ahead(programs_of: OrderedDict, state: State, cfg: EngineConfig, lower: Callable[..., Any]) -> _CompiledAhead:
+    """``programs_of[cfg]``, started with ``lower(shapes of state, cfg)`` when missing (the shapes are
+    taken only then: the river path calls this for every row); the ``BOUNDARY_PROGRAMS_KEPT`` most
+    recent."""
     if cfg not in programs_of:
-        programs_of[cfg] = _CompiledAhead(lower)
+        programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
         while len(programs_of) > BOUNDARY_PROGRAMS_KEPT:
             programs_of.popitem(last=False)
     programs_of.move_to_end(cfg)
