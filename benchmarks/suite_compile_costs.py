@@ -1,7 +1,8 @@
 """Where the test suite's time goes: a pytest plugin that logs, per test, its wall time, the seconds
 JAX spent tracing, lowering and compiling during it and the NCTL engine configurations it was the
 first of its process to run (each compiles the engine's programs); and, run as a script, their sums
-as JSON, with the configurations counted per file.
+as JSON, with the configurations counted per file and the JAX seconds summed per program (``boundary``,
+``run_steps``, ...: the function JAX names with each event).
 
     NCTL_COMPILE_LOG=DIR PYTHONPATH=benchmarks python -m pytest -p suite_compile_costs
     python benchmarks/suite_compile_costs.py DIR [--top 20]
@@ -26,14 +27,16 @@ from compile_costs import EVENTS, event_kind
 LOG = "NCTL_COMPILE_LOG"
 
 _current: collections.Counter = collections.Counter()
+_programs: collections.Counter = collections.Counter()  # "program kind" -> seconds in this test
 _configurations: list = []  # engine configurations this test was the first of its process to run
 _seen: set = set()
 
 
-def _on_duration(event, duration, **_):
+def _on_duration(event, duration, fun_name=None, **_):
     kind = event_kind(event)
     if kind is not None:
         _current[kind] += duration
+        _programs[f"{program_name(fun_name)} {kind}"] += duration
         if kind == "compile_s":
             _current["compilations"] += 1
 
@@ -67,11 +70,13 @@ def _log_engine_configurations() -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _current.clear()
+    _programs.clear()
     _configurations.clear()
     start = time.perf_counter()
     yield
     line = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 3),
-            **{k: round(v, 3) for k, v in _current.items()}, "configurations": list(_configurations)}
+            **{k: round(v, 3) for k, v in _current.items()}, "configurations": list(_configurations),
+            "programs": {k: round(v, 3) for k, v in _programs.items()}}
     with open(Path(os.environ[LOG]) / f"{os.getpid()}.jsonl", "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -88,8 +93,25 @@ def summary(folder: Path, top: int) -> dict:
                for name, rows in sorted(files.items(), key=lambda kv: -total("wall_s", kv[1]))}
     slowest = sorted(tests, key=lambda t: -t["wall_s"])[:top]
     engine = {"configurations": len(configurations(tests)), "distinct": len(set(configurations(tests)))}
-    return {"tests": len(tests), **{key: total(key) for key in keys}, "engine": engine, "by_file": by_file,
-            "slowest": slowest}
+    return {"tests": len(tests), **{key: total(key) for key in keys}, "engine": engine,
+            "by_program": by_program(tests, top), "by_file": by_file, "slowest": slowest}
+
+
+def program_name(fun_name) -> str:
+    """``boundary`` for JAX's ``boundary`` (tracing) and ``jit(boundary)`` (lowering, compiling)."""
+    name = str(fun_name)
+    return name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
+
+
+def by_program(tests: list, top: int) -> dict:
+    """``{program: {trace_s, lower_s, compile_s}}`` summed over the tests, the ``top`` costliest first."""
+    sums = collections.defaultdict(lambda: dict.fromkeys(EVENTS.values(), 0.0))
+    for t in tests:
+        for key, seconds in t.get("programs", {}).items():
+            name, kind = key.rsplit(" ", 1)
+            sums[name][kind] += seconds
+    ranked = sorted(sums.items(), key=lambda kv: -sum(kv[1].values()))[:top]
+    return {name: {kind: round(s, 1) for kind, s in kinds.items()} for name, kinds in ranked}
 
 
 def main() -> None:
