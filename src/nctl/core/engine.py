@@ -939,7 +939,7 @@ class _CompiledAhead:
         self._thread.join()
 
 
-BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose compiled boundary stays at hand (a few: each holds memory)
+BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose programs compiled ahead stay at hand (a few: each holds memory)
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
 
 
