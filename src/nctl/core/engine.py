@@ -946,6 +946,7 @@ class _CompiledAhead:
 
 BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose programs compiled ahead stay at hand (a few: each holds memory)
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
+_tables_lock = threading.Lock()  # the tables of programs compiled ahead; enlargement threads fill them too
 
 
 def boundary_program(state: State, cfg: EngineConfig) -> _CompiledAhead:
@@ -979,12 +980,13 @@ def _ahead(programs_of: OrderedDict, state: State, cfg: EngineConfig, lower: Cal
     """``programs_of[cfg]``, started with ``lower(shapes of state, cfg)`` when missing (the shapes are
     taken only then: the river path calls this for every row); the ``BOUNDARY_PROGRAMS_KEPT`` most
     recent."""
-    if cfg not in programs_of:
-        programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
-        while len(programs_of) > BOUNDARY_PROGRAMS_KEPT:
-            programs_of.popitem(last=False)
-    programs_of.move_to_end(cfg)
-    return programs_of[cfg]
+    with _tables_lock:
+        if cfg not in programs_of:
+            programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
+            while len(programs_of) > BOUNDARY_PROGRAMS_KEPT:
+                programs_of.popitem(last=False)
+        programs_of.move_to_end(cfg)
+        return programs_of[cfg]
 
 
 def _shapes(state):
@@ -1035,17 +1037,20 @@ def enlarge_ahead(state: State, cfg: EngineConfig, new: EngineConfig, n_features
                   one_row: bool) -> None:
     """Compile, in the background, the enlargement of ``state`` from ``cfg`` to ``new`` and ``new``'s
     programs (§6.8), so that the stream does not stop to compile them when it gets there."""
-    if (cfg, new) not in _enlargements_ahead:
-        _enlargements_ahead[cfg, new] = _CompiledAhead(
-            partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe, one_row))
-        while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
-            _enlargements_ahead.popitem(last=False)
+    with _tables_lock:
+        if (cfg, new) not in _enlargements_ahead:
+            _enlargements_ahead[cfg, new] = _CompiledAhead(
+                partial(_compile_enlargement, _shapes(state), cfg, new, n_features, observe, one_row))
+            while len(_enlargements_ahead) > ENLARGEMENTS_KEPT:
+                _enlargements_ahead.popitem(last=False)
 
 
 def finish_compiling() -> None:
     """Wait for every program being compiled ahead (§6.8)."""
-    for programs_of in (_enlargements_ahead, _boundary_programs, _one_row_predictions):
-        for ahead in list(programs_of.values()):
+    for programs_of in (_enlargements_ahead, _boundary_programs, _one_row_predictions):  # enlargements add programs
+        with _tables_lock:
+            started = list(programs_of.values())
+        for ahead in started:
             ahead.finish()
 
 
