@@ -944,7 +944,7 @@ class _CompiledAhead:
         self._thread.join()
 
 
-BOUNDARY_PROGRAMS_KEPT = 4  # configurations whose programs compiled ahead stay at hand (a few: each holds memory)
+PROGRAMS_AHEAD_KEPT = 4  # configurations whose programs compiled ahead stay at hand (a few: each holds memory)
 _boundary_programs: OrderedDict = OrderedDict()  # EngineConfig -> _CompiledAhead, most recent last
 _tables_lock = threading.Lock()  # the tables of programs compiled ahead; enlargement threads fill them too
 
@@ -978,12 +978,12 @@ def programs_ahead(state: State, cfg: EngineConfig, one_row: bool) -> list[_Comp
 
 def _ahead(programs_of: OrderedDict, state: State, cfg: EngineConfig, lower: Callable[..., Any]) -> _CompiledAhead:
     """``programs_of[cfg]``, started with ``lower(shapes of state, cfg)`` when missing (the shapes are
-    taken only then: the river path calls this for every row); the ``BOUNDARY_PROGRAMS_KEPT`` most
+    taken only then: the river path calls this for every row); the ``PROGRAMS_AHEAD_KEPT`` most
     recent."""
     with _tables_lock:
         if cfg not in programs_of:
             programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
-            while len(programs_of) > BOUNDARY_PROGRAMS_KEPT:
+            while len(programs_of) > PROGRAMS_AHEAD_KEPT:
                 programs_of.popitem(last=False)
         programs_of.move_to_end(cfg)
         return programs_of[cfg]
@@ -1015,7 +1015,9 @@ def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
     """``cfg`` with twice the record rows; and, when the next block-arena enlargement is near (the stream
     at ``t`` steps), with it too: one new configuration, compiled once, instead of two. The one already
     compiling ahead, if any."""
-    for old, new in _enlargements_ahead:
+    with _tables_lock:
+        started = list(_enlargements_ahead)
+    for old, new in started:
         if old == cfg and new.record_rows > cfg.record_rows:
             return new
     arenas = next_arena_enlargement(cfg) if t is not None and enlargement_near(cfg, t) else None
@@ -1153,7 +1155,8 @@ def _configured(cfg: EngineConfig, **sizes) -> EngineConfig:
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     new = _configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
-    ahead = _enlargements_ahead.pop((cfg, new), None)
+    with _tables_lock:
+        ahead = _enlargements_ahead.pop((cfg, new), None)
     if ahead is not None:  # compiling in the background: wait for it rather than compile it a second time
         ahead.finish()  # (had it failed, the calls below compile, and raise, on this thread)
     return _resize(state, cfg, new), new
