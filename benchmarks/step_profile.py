@@ -3,13 +3,14 @@
 Times the two compiled programs of ``nctl.core.engine`` separately (``run_steps``: the steps;
 ``boundary``: the pool updates every ``P`` steps) over windows of the throughput benchmark, then takes
 a JAX profile of one window and lists the XLA operations that took the most time (exclusive), per step,
-with the count of operations run per step and their summed time. ``--tabular`` profiles the river
-adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after 1,024 rows), where a step is
-small and the count of operations decides its time; it also times river's pattern, ``predict_proba_one``
-then ``learn_one`` per row (one compiled call per row, docs/algorithm.md §6.9), and a call that learns no
-row (the fixed cost of a call), and counts the operations of one row's frozen prediction. The host work
-per row is that pattern's time outside the step and boundary programs, for the learner and for river's
-``StandardScaler() | NCTLClassifier()`` on feature dicts (the river adapter, scaler and pipeline included).
+with the count of operations run per step and their summed time, per program and per engine region.
+``--tabular`` profiles the river adapter's defaults instead (``nctl.NCTL.tabular()``, 8 features, after
+1,024 rows), where a step is small and the count of operations decides its time; it also times river's
+pattern, ``predict_proba_one`` then ``learn_one`` per row (one compiled call per row, docs/algorithm.md
+§6.9), and a call that learns no row (the fixed cost of a call), and counts the operations of one row's
+frozen prediction. The host work per row is that pattern's time outside the step and boundary programs,
+for the learner and for river's ``StandardScaler() | NCTLClassifier()`` on feature dicts (the river
+adapter, scaler and pipeline included).
 
     python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
@@ -109,15 +110,31 @@ REGIONS = ("posterior", "assign_lanes", "allocate", "fill_blocks", "train_rows",
 
 def regions_of(programs: dict) -> dict:
     """``(program, operation) -> region``: the innermost engine scope in each operation's name stack, from
-    the compiled programs' HLO (``programs``: profile module name -> compiled program); "other" for the
-    glue between scopes and the copies XLA adds."""
+    the compiled programs' HLO (``programs``: profile module name -> compiled program). XLA drops the
+    name stack of some operations it rewrites (the dot products of a slot's rows, a loop's counter):
+    those take the region that most named operations of their computation (a loop body, a fusion) have.
+    "other" is the rest: the glue between scopes and the copies XLA adds."""
     regions = {}
     for module, compiled in programs.items():
+        computation, members = None, collections.defaultdict(list)  # computation -> [(operation, region or None)]
         for line in compiled.as_text().splitlines():
-            found = re.match(r"\s*(?:ROOT )?%?([\w.-]+) = .*op_name=\"([^\"]+)\"", line)
-            if found:
-                scopes = [part for part in found.group(2).split("/") if part in REGIONS]
-                regions[module, found.group(1)] = scopes[-1] if scopes else "other"
+            header = re.match(r"(?:ENTRY )?%?([\w.-]+) .*\{$", line)
+            if header:
+                computation = header.group(1)
+                continue
+            found = re.match(r"\s*(?:ROOT )?%?([\w.-]+) = ", line)
+            if found and computation is not None:
+                named = re.search(r'op_name="([^"]+)"', line)
+                region = None  # XLA dropped its name stack
+                if named:
+                    scopes = [part for part in named.group(1).split("/") if part in REGIONS]
+                    region = scopes[-1] if scopes else "other"
+                members[computation].append((found.group(1), region))
+        for operations in members.values():
+            known = collections.Counter(region for _, region in operations if region not in (None, "other"))
+            fallback = known.most_common(1)[0][0] if known else "other"
+            for name, region in operations:
+                regions[module, name] = fallback if region is None else region
     return regions
 
 
@@ -131,12 +148,19 @@ def profile_summary(trace_dir: Path, steps: int, top: int, programs: dict) -> di
         region = by_region[regions.get(key, "other")]
         region[0] += calls[key] / steps
         region[1] += us / 1e3 / steps
+    by_program = collections.defaultdict(lambda: [0.0, 0.0])
+    for key, us in total.items():  # operations outside a named program: transfers between the calls
+        by_program[key[0] or "outside programs"][0] += calls[key] / steps
+        by_program[key[0] or "outside programs"][1] += us / 1e3 / steps
     return {"operations_per_step": round(sum(calls.values()) / steps, 1),
             "operations_ms_per_step": round(sum(total.values()) / 1e3 / steps, 3),
+            "by_program": {name: {"operations_per_step": round(n, 1), "ms_per_step": round(ms, 3)}
+                           for name, (n, ms) in sorted(by_program.items(), key=lambda item: -item[1][1])},
             "by_region": {name: {"operations_per_step": round(n, 1), "ms_per_step": round(ms, 3)}
                           for name, (n, ms) in sorted(by_region.items(), key=lambda item: -item[1][1])},
-            "top_operations": [{"op": name, "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[key]}
-                               for key, us in total.most_common(top) for name in [key[1]]]}
+            "top_operations": [{"program": key[0], "op": key[1], "region": regions.get(key, "other"),
+                                "ms_per_step": round(us / 1e3 / steps, 3), "calls": calls[key]}
+                               for key, us in total.most_common(top)]}
 
 
 def main() -> None:
@@ -169,7 +193,7 @@ def profiled(model, X, y, top: int) -> dict:
     Z = np.zeros((engine.LEARN_BLOCK, X.shape[1]), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
     programs = {"jit_run_steps": engine.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None, Z[0], False).compile(),
-                "jit_boundary": engine.boundary.lower(model.state_, model.cfg_).compile()}
+                "jit_boundary": engine.boundary_program(model.state_, model.cfg_).program()}  # the program run
     with tempfile.TemporaryDirectory() as folder:
         jax.profiler.start_trace(folder, create_perfetto_trace=True)
         model.learn_many(X, y)
