@@ -216,17 +216,25 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         e1 = jnp.sum(jnp.where(used, _log_probs(cfg, weights(close.slot, close.winner[col], n, c), seg_u, seg_x), 0.0))
         return pool.beats(e0, e1, cfg.pool.skip_threshold)
 
+    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
+    # a large layer's neurons one at a time, each running only the tests its decision needs (§6.3)
+    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
+    batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
+
+    def where_needed(needed, test, n, col):
+        """``needed & test(n, col)``; alone, the test runs only where some class network needs it."""
+        if batch > 1:
+            return needed & test(n, col)
+        return needed & engine.when(engine.any_net(needed), lambda _: test(n, col), jnp.bool_(False))
+
     def neuron(n):
         col = shape.offset + n
-        refined = close.parent_in_pool[col] & refine(n, col)
-        skipped = close.nonempty[col] & skip(n, col)
+        refined = where_needed(close.parent_in_pool[col], refine, n, col)
+        skipped = where_needed(close.nonempty[col] & ~refined, skip, n, col)  # a refine decides alone
         action = jnp.where(refined, pool.REFINE, jnp.where(skipped, pool.SKIP, pool.ADD))
         return jnp.where(close.trained[col], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
 
-    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES
-    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
-    batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
-    return jax.lax.map(neuron, jnp.arange(shape.neurons), batch_size=batch)
+    return jax.lax.map(neuron, jnp.arange(shape.neurons), batch_size=batch if batch > 1 else None)
 
 
 def _neuron_contexts(gates: gating.Gates, n, z):
