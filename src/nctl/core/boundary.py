@@ -293,14 +293,13 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     pool_rows = list(net.pool_rows)
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
-        local = jnp.arange(shape.neurons)[:, None]
-        contexts = jnp.arange(C)[None, :]
-        values = engine.member_weights(net, layer, cfg, slot, winner[cols][:, None], local, contexts)  # [N_i, C, w]
-        dest = engine.unique_or_drop((local * C + contexts) * E + target[cols][:, None], writes[cols][:, None],
-                                     shape.neurons * C * E)
-        flat = pool_rows[layer].reshape(-1, shape.width)
-        flat = flat.at[dest.reshape(-1)].set(values.reshape(-1, shape.width), mode="drop", unique_indices=True)
-        pool_rows[layer] = flat.reshape(pool_rows[layer].shape)
+        local = jnp.arange(shape.neurons)
+        values = engine.member_weights(net, layer, cfg, slot, winner[cols][:, None], local[:, None],
+                                       jnp.arange(C)[None, :])  # [N_i, C, w]
+        # one update per neuron, its C rows at once: where a scatter becomes a loop (XLA:CPU's older
+        # emitters, the boundary's), a loop over N_i neurons rather than N_i C rows
+        entry = jnp.where(writes[cols], target[cols], E)  # E: out of range, dropped
+        pool_rows[layer] = pool_rows[layer].at[local, :, entry].set(values, mode="drop", unique_indices=True)
     at = (jnp.where(writes, target, cfg.entries), neurons)
     put = lambda a, v: a.at[at].set(v, mode="drop")
     return net._replace(
