@@ -217,7 +217,8 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         return pool.beats(e0, e1, cfg.pool.skip_threshold)
 
     # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
-    # a large layer's neurons one at a time, each running only the tests its decision needs (§6.3)
+    # a layer scored one neuron at a time (a large layer, or a single neuron) runs only the tests its
+    # decisions need (§6.3)
     per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
     batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
 
