@@ -1,6 +1,6 @@
 """The first layer's train step of the Split MNIST network on its own, as JSON: how close gathering,
 predicting, updating and scattering whole blocks comes to the memory-bandwidth floor, for the block
-layouts and scatter forms the engine could use (docs/RESULTS.md, engine v2).
+layouts and scatter forms the engine could use, and for its CPU kernel (docs/RESULTS.md, engine v2).
 
 Per live slot (10 of them): gather 50 blocks of 16 lanes x 785 weights from an arena, predict with
 every row, update every row, scatter the blocks back. The floor moves those rows once each way.
@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from nctl.core import native
 from nctl.core.rows import GGMRows
 from nctl.experiments.run import cpu_name
 from throughput import copy_bandwidth
@@ -71,6 +72,15 @@ def combining_scatter(blocks, index, u, x):
     return lax.fori_loop(0, SLOTS, body, (blocks, jnp.zeros((SLOTS, NEURONS, LANES))))
 
 
+def native_kernel(blocks, index, u, x):
+    """Arena [A, W, width]; the engine's CPU kernel (docs/algorithm.md §6.11): each row read, predicted
+    and written in place, one pass, on XLA's intra-op threads."""
+    no_pool = jnp.zeros((NEURONS, 1, 1, WIDTH), jnp.float32)
+    lanes = (SLOTS, NEURONS, LANES)
+    return native.ggm_rows(blocks, no_pool, index, index, jnp.full(lanes, -1), jnp.zeros(lanes, bool),
+                           jnp.zeros(NEURONS, jnp.int32), u, x, SLOTS, ROWS, learn=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
@@ -82,8 +92,10 @@ def main() -> None:
     bandwidth = copy_bandwidth()
     start_blocks = 50 * rng.standard_normal((BLOCKS, LANES, WIDTH)).astype(np.float32)
     results, outputs = {}, {}
-    for name, fn in [("flat_blocks", flat_blocks), ("shaped_blocks", shaped_blocks),
-                     ("combining_scatter", combining_scatter)]:
+    variants = [("flat_blocks", flat_blocks), ("shaped_blocks", shaped_blocks), ("combining_scatter", combining_scatter)]
+    if native.enabled():
+        variants.append(("native_kernel", native_kernel))
+    for name, fn in variants:
         shape = (BLOCKS, LANES * WIDTH) if name == "flat_blocks" else (BLOCKS, LANES, WIDTH)
         run = jax.jit(fn, donate_argnums=0)
         outputs[name] = np.asarray(run(jnp.asarray(start_blocks).reshape(shape), index, u, 1.0)[0]).reshape(
@@ -96,7 +108,7 @@ def main() -> None:
         jax.block_until_ready(blocks)
         seconds = (time.perf_counter() - start) / args.repeats
         results[name] = {"ms": round(1e3 * seconds, 3), "over_floor": round(seconds * bandwidth / floor_bytes, 2)}
-    for name in ("flat_blocks", "combining_scatter"):
+    for name in ("flat_blocks", "combining_scatter", "native_kernel")[:len(variants) - 1]:
         results[name]["equal_to_shaped_blocks"] = bool(np.array_equal(outputs[name], outputs["shaped_blocks"]))
     print(json.dumps({"cpu": cpu_name(), "copy_bandwidth_gb_per_s": round(bandwidth / 1e9, 1),
                       "floor_ms": round(1e3 * floor_bytes / bandwidth, 3), **results}, indent=2))

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.nn import logsumexp, softmax
 
-from nctl.core import gating, gln, mixing, programs, reservoir, tree
+from nctl.core import gating, gln, mixing, native, programs, reservoir, tree
 from nctl.core.pool import PoolConfig, member_log_prior
 from nctl.core.rows import GGMRows, KTRows
 
@@ -284,10 +284,12 @@ class State(NamedTuple):
 programs.register(State, Net, Records, tree.Schedule)  # the state's types, for programs stored on disk (§6.10)
 
 
-def per_net(fn, *args):
+def per_net(fn, *args, keep_axis: bool = False):
     """``fn`` over the class networks (the leading axis of ``args``): vmapped, or called directly when
-    there is one network, which keeps the traced program small (a binary learner's first call)."""
-    if jax.tree.leaves(args[0])[0].shape[0] == 1:
+    there is one network, which keeps the traced program small (a binary learner's first call).
+    ``keep_axis`` vmaps one network too: the CPU kernel that updates blocks in place (§6.11) must receive
+    the state's own buffer, and XLA hands it a copy of a reshaped one."""
+    if jax.tree.leaves(args[0])[0].shape[0] == 1 and not keep_axis:
         out = fn(*jax.tree.map(lambda a: a[0], args))
         return jax.tree.map(lambda a: a[None], out)
     return jax.vmap(fn, axis_name=NET_AXIS)(*args)
@@ -457,15 +459,23 @@ def source_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
     """The row a member starts from (§4.1): its pool entry, or the initial weights for the fresh model
     and absent members. ``slot``, ``member``, layer-local ``neuron``, ``context`` broadcast together."""
     shape = cfg.layers[layer]
-    k = cfg.pool.capacity
     init = jnp.asarray(cfg.rows.init_value(shape.fan_in), cfg.rows.dtype)
-    if not k:
+    if not cfg.pool.capacity:
         items = jnp.broadcast_shapes(jnp.shape(slot), jnp.shape(member), jnp.shape(neuron), jnp.shape(context))
         return jnp.broadcast_to(init, items + (shape.width,))
-    entry = net.source[slot, jnp.clip(member, 0, k - 1), shape.offset + neuron]
-    stored = (member >= 0) & (member < k) & (entry >= 0)
+    entry = source_entry(net, layer, cfg, slot, member, neuron)
     rows = net.pool_rows[layer][neuron, context, jnp.maximum(entry, 0)]
-    return jnp.where(stored[..., None], rows, init)
+    return jnp.where((entry >= 0)[..., None], rows, init)
+
+
+def source_entry(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron):
+    """The pool entry a member starts from, or -1 for the initial weights (the fresh model, absent
+    members, empty pools)."""
+    k = cfg.pool.capacity
+    if not k:
+        return jnp.full(jnp.broadcast_shapes(jnp.shape(slot), jnp.shape(member), jnp.shape(neuron)), -1, jnp.int32)
+    entry = net.source[slot, jnp.clip(member, 0, k - 1), cfg.layers[layer].offset + neuron]
+    return jnp.where((member >= 0) & (member < k) & (entry >= 0), entry, -1)
 
 
 def _lane(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, block):
@@ -626,6 +636,21 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
 # ----------------------------------------------------------------------------- one layer
 
 
+def uses_kernel(cfg: EngineConfig, shape: LayerShape) -> bool:
+    """Whether a layer's rows go through the CPU kernel (§6.11) when the engine runs on a CPU: GGM rows
+    of a layer computed slot by slot, where the kernel is built."""
+    return not shape.vectorised and isinstance(cfg.rows, GGMRows) and native.enabled()
+
+
+def row_predictions(cfg: EngineConfig, shape: LayerShape, rows, u):
+    """``cfg.rows.predict(rows, u)``, by the CPU kernel in the layers that use it, so that every
+    prediction of a state there rounds alike (§6.11)."""
+    if not uses_kernel(cfg, shape):
+        return cfg.rows.predict(rows, u)
+    return jax.lax.platform_dependent(rows, cpu=lambda r: native.row_predictions(r, u, cfg.rows.prob_eps),
+                                      default=lambda r: cfg.rows.predict(r, u))
+
+
 @jax.named_scope("layer_pass")
 def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
     """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
@@ -667,15 +692,31 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         new = cfg.rows.update(rows, u, q, x)
         return blocks.at[write_index].set(new, mode="drop", unique_indices=True), q
 
-    if shape.vectorised:
-        blocks, q = train(blocks, positions[..., None], member, read, write, stale)
-    else:
+    def train_slots(blocks):
+        """``train`` for one live slot after another."""
         def body(p, carry):
             blocks, q = train(carry[0], p, member[p], read[p], write[p], stale[p])
             return blocks, carry[1].at[p].set(q)
 
         q = jnp.full((S, shape.neurons, W), 0.5, cfg.rows.dtype)
-        blocks, q = jax.lax.fori_loop(0, sched.size, body, (blocks, q))
+        return jax.lax.fori_loop(0, sched.size, body, (blocks, q))
+
+    def train_native(blocks):
+        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11)."""
+        if learn:
+            entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
+            return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, stale, contexts, u, x,
+                                   sched.size, cfg.rows, learn=True)
+        none = jnp.zeros(stale.shape, bool)
+        return native.ggm_rows(blocks, net.pool_rows[layer], read, write, jnp.full(stale.shape, -1), none, contexts,
+                               u, x, sched.size, cfg.rows, learn=False)
+
+    if shape.vectorised:
+        blocks, q = train(blocks, positions[..., None], member, read, write, stale)
+    elif uses_kernel(cfg, shape):
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=train_slots)
+    else:
+        blocks, q = train_slots(blocks)
     net = net._replace(blocks=_put(net.blocks, layer, blocks))
     if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
         filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
@@ -699,8 +740,8 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     positions = jnp.arange(S)[:, None]
     entries = net.pool_rows[layer].reshape(shape.neurons * cfg.contexts, -1)[neurons * cfg.contexts + contexts]
     entries = entries.reshape(shape.neurons, cfg.entries, shape.width)  # [N_i, E, width], one row per neuron
-    q_entries = cfg.rows.predict(entries, u)
-    q_fresh = cfg.rows.predict(jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u)
+    q_entries = row_predictions(cfg, shape, entries, u)
+    q_fresh = row_predictions(cfg, shape, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u)
     source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
     stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
     frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]
@@ -761,7 +802,8 @@ def step(state: State, z, y, cfg: EngineConfig):
     and the pre-update predictions [classes]."""
     sched = state.schedule
     x = (y == jnp.asarray(cfg.positives)).astype(jnp.float32)
-    nets, p, hidden = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x)
+    nets, p, hidden = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x,
+                              keep_axis=any(uses_kernel(cfg, shape) for shape in cfg.layers))
     return _record(state._replace(nets=nets), z, y, hidden, cfg), p
 
 

@@ -8,8 +8,9 @@ exported (``jax.export``: its StableHLO, for the static arguments and argument s
 into that folder the first time it is needed, and a later process reads it from there; either way the
 program runs as ``jax.jit`` of the exported function, which compiles it (or loads it from the
 persistent cache) without tracing ``fun``. A stored program's key covers the function's name, its
-static arguments, the shapes and types of the others, the source of ``nctl.core``, the JAX version
-and the platform, so an edited engine or another JAX never loads an old program.
+static arguments, the shapes and types of the others, the source of ``nctl.core``, the JAX version,
+the platform and whether the CPU kernel is in use, so an edited engine or another JAX never loads an old
+program.
 
 Programs whose static arguments include a function (an observation hook) are not stored; without a
 folder, or without the ``flatbuffers`` package that ``jax.export`` serialises with, everything is
@@ -30,6 +31,7 @@ import jax
 from jax import export
 
 from nctl._atomic import write_bytes
+from nctl.core import native
 
 _folder: Path | None = None
 PROGRAMS_KEPT = 32  # stored programs held in memory (each: its module, and jit's compiled executable)
@@ -62,13 +64,19 @@ def _can_serialise() -> bool:
 
 @lru_cache(maxsize=1)
 def _source_digest() -> str:
-    """A digest of every module of ``nctl.core`` and of the JAX that lowers them."""
+    """A digest of every module of ``nctl.core`` (the CPU kernel's source too), of the JAX that lowers
+    them, and of whether the kernel is in use (its programs call it)."""
     from jaxlib.version import __version__ as jaxlib_version
 
-    digest = hashlib.sha256(f"{jax.__version__} {jaxlib_version} {jax.default_backend()}".encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    digest = hashlib.sha256(f"{jax.__version__} {jaxlib_version} {jax.default_backend()} {native.enabled()}".encode())
+    root = Path(__file__).parent
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.cc")]):
+        digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
     return digest.hexdigest()
+
+
+# the CPU kernel's targets (§6.11) are this package's own, registered by each process that loads a program
+_KERNEL_CHECKS = [export.DisabledSafetyCheck.custom_call(target) for target in native.TARGETS]
 
 
 def register(*kinds: type) -> None:
@@ -159,7 +167,7 @@ class jit:
             except Exception:  # an unreadable file is made again
                 exported = None
         if exported is None:
-            exported = export.export(self._jitted)(*args)
+            exported = export.export(self._jitted, disabled_checks=_KERNEL_CHECKS)(*args)
             write_bytes(path, exported.serialize())
         positions = [i for i in range(len(args)) if i not in self._static]
         donate = tuple(positions.index(i) for i in self._donate)

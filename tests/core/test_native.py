@@ -1,0 +1,136 @@
+"""The CPU kernel for a large layer's rows (docs/algorithm.md §6.11) against the row rule written out in
+numpy (float64), and its fallbacks."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nctl.core import native
+from nctl.core.rows import GGMRows
+
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="the CPU kernel is not built (no C++ compiler)")
+
+ROWS = GGMRows(learning_rate=0.05, max_weight=1.5, weight_init="uniform")
+B, W, K, S, N, C, E = 40, 3, 37, 5, 4, 3, 4  # K not a multiple of the kernel's 16 partial sums
+
+
+def case(seed=0, size=3):
+    rng = np.random.default_rng(seed)
+    blocks = rng.normal(0, 1, (B, W, K)).astype(np.float32)
+    pool = rng.normal(0, 1, (N, C, E, K)).astype(np.float32)
+    read = rng.permutation(B)[:S * N].reshape(S, N).astype(np.int32)
+    write = np.where(rng.random((S, N)) < 0.8, read, B + np.arange(S * N).reshape(S, N)).astype(np.int32)
+    entry = rng.integers(-1, E, (S, N, W)).astype(np.int32)
+    stale = rng.random((S, N, W)) < 0.4
+    contexts = rng.integers(0, C, N).astype(np.int32)
+    u = rng.normal(0, 2, K).astype(np.float32)
+    return blocks, pool, read, write, entry, stale, contexts, u, np.float32(1.0), np.int32(size)
+
+
+def reference(blocks, pool, read, write, entry, stale, contexts, u, x, size):
+    """The rule of §1.3 for every live lane, in float64: q of the lane's row (its block's, or its source
+    where stale), and that row updated into the written block."""
+    blocks = blocks.astype(np.float64)
+    new, q = blocks.copy(), np.full((S, N, W), 0.5)
+    for p in range(size):
+        for n in range(N):
+            for w in range(W):
+                if stale[p, n, w]:
+                    e = entry[p, n, w]
+                    row = pool[n, contexts[n], e].astype(np.float64) if e >= 0 else np.full(K, 1.0 / K)
+                else:
+                    row = blocks[read[p, n], w]
+                q[p, n, w] = np.clip(1 / (1 + np.exp(-row @ u)), ROWS.prob_eps, 1 - ROWS.prob_eps)
+                if write[p, n] < B:
+                    step = ROWS.learning_rate * (q[p, n, w] - x)
+                    new[write[p, n], w] = np.clip(row - step * u, -ROWS.max_weight, ROWS.max_weight)
+    return new, q
+
+
+@jax.jit
+def train(*args):
+    return native.ggm_rows(*args, rows=ROWS, learn=True)
+
+
+@jax.jit
+def predict(*args):
+    return native.ggm_rows(*args, rows=ROWS, learn=False)[1]
+
+
+def test_the_kernel_trains_the_live_rows_by_the_rule():
+    args = case()
+    want_blocks, want_q = reference(*args)
+    blocks, q = train(*map(jnp.asarray, args))
+    np.testing.assert_allclose(np.asarray(q), want_q, rtol=1e-5, atol=1e-7)
+    assert np.all(np.asarray(q)[3:] == 0.5)  # slots past the live ones
+    np.testing.assert_allclose(np.asarray(blocks), want_blocks, rtol=1e-5, atol=1e-6)
+    untouched = np.setdiff1d(np.arange(B), args[3][:3])
+    assert np.array_equal(np.asarray(blocks)[untouched], args[0][untouched])
+
+
+def test_prediction_reads_the_blocks_and_rounds_as_training_does():
+    args = case(seed=1)
+    _, q_train = train(*map(jnp.asarray, args))
+    q = predict(*map(jnp.asarray, args))
+    assert np.array_equal(np.asarray(q), np.asarray(q_train))
+
+
+def test_the_kernel_under_vmap_serves_each_network_and_shares_unbatched_arguments():
+    """Blocks, pools, indices and labels per network; ``u`` and the live slot count shared by all."""
+    cases = [case(seed) for seed in (2, 3, 4)]
+    per_net = [jnp.asarray(np.stack([c[i] for c in cases])) for i in range(7)]
+    labels = np.float32([1, 0, 1])
+    u, size = cases[0][7], cases[0][9]
+
+    def one(blocks, pool, read, write, entry, stale, contexts, x):
+        return native.ggm_rows(blocks, pool, read, write, entry, stale, contexts, jnp.asarray(u), x, size, ROWS,
+                               learn=True)
+
+    blocks, q = jax.jit(jax.vmap(one))(*per_net, jnp.asarray(labels))
+    for g, c in enumerate(cases):
+        want_blocks, want_q = train(*map(jnp.asarray, c[:7] + (u, labels[g], size)))
+        assert np.array_equal(np.asarray(q[g]), np.asarray(want_q))
+        assert np.array_equal(np.asarray(blocks[g]), np.asarray(want_blocks))
+
+
+def test_row_predictions_round_as_the_blocks_do():
+    """A state predicts the same wherever it is read: in a block, as a pool entry (§6.11)."""
+    args = case(seed=5)
+    blocks, u = args[0], args[7]
+    q_blocks = predict(*map(jnp.asarray, args))
+    rows = blocks[args[2]]  # [S, N, W, K], the blocks each (slot, neuron) reads
+    q_rows = jax.jit(lambda r: native.row_predictions(r, jnp.asarray(u), ROWS.prob_eps))(jnp.asarray(rows))
+    live = ~args[5][:3]
+    assert np.array_equal(np.asarray(q_rows)[:3][live], np.asarray(q_blocks)[:3][live])
+
+
+def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
+    """The engine's step program for a layer computed slot by slot calls the kernel: the literal tests'
+    per-slot cases (tests/core/test_nctl_literal.py) check it against the reference network."""
+    import nctl
+    import nctl.core.engine
+
+    monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+    learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=3)
+    learner.learn_one(np.zeros(3, np.float32), 1)
+    state, cfg = learner.state_, learner.cfg_
+    step = jax.jit(lambda s, z, y: nctl.core.engine.step(s, z, y, cfg))
+    text = step.lower(state, jnp.zeros(3, jnp.float32), jnp.int32(1)).as_text()
+    assert "nctl_train_rows" in text and "nctl_row_predictions" not in text  # exact mode: every member has a lane
+
+
+@pytest.mark.parametrize("env, warns", [({"NCTL_NATIVE": "0"}, False), ({"CXX": "false"}, True)])
+def test_without_the_kernel_the_engine_runs_xla(tmp_path, env, warns):
+    """Switched off, or when the build fails (here: a compiler that always fails), ``enabled`` is false,
+    with a warning that names the failure in the second case."""
+    code = ("import warnings; warnings.simplefilter('always'); from nctl.core import native; "
+            "print(native.enabled())")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NCTL_NATIVE_CACHE": str(tmp_path), **env})
+    assert run.stdout.strip() == "False", run.stderr
+    assert ("could not be built" in run.stderr) == warns
