@@ -701,6 +701,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         q = jnp.full((S, shape.neurons, W), 0.5, cfg.rows.dtype)
         return jax.lax.fori_loop(0, sched.size, body, (blocks, q))
 
+    @jax.named_scope("train_rows")
     def train_native(blocks):
         """``train`` for every live slot at once, in place, by the CPU kernel (§6.11)."""
         if learn:
