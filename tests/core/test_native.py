@@ -109,6 +109,25 @@ def test_row_predictions_round_as_the_blocks_do():
     assert np.array_equal(np.asarray(q_rows)[:3][live], np.asarray(q_blocks)[:3][live])
 
 
+def test_stored_rows_are_scored_in_place_as_gathered_rows_are():
+    """A pool decision's scores (§4.5): each record's context picks a stored row of the neuron, each
+    entry a column; read in place they equal the same rows gathered and predicted one per record, to
+    the last bit, and the rule in float64 to rounding."""
+    rng = np.random.default_rng(6)
+    pool = rng.normal(0, 1, (N, C, E, K)).astype(np.float32)
+    R, n = 9, 2
+    contexts = rng.integers(0, C, R).astype(np.int32)
+    entries = np.int32([3, 0, 2])
+    u = rng.normal(0, 2, (R, K)).astype(np.float32)
+    q = jax.jit(lambda *a: native.pool_predictions(*a, ROWS.prob_eps))(pool, n, contexts, entries, u)
+    rows = pool[n, contexts[:, None], entries]  # [R, 3, K]
+    per_row = jax.jit(lambda r, v: native.row_predictions(r, v, ROWS.prob_eps))(rows, np.repeat(u[:, None], 3, 1))
+    assert np.array_equal(np.asarray(q), np.asarray(per_row))
+    want = np.clip(1 / (1 + np.exp(-np.einsum("rjk,rk->rj", rows.astype(np.float64), u))), ROWS.prob_eps,
+                   1 - ROWS.prob_eps)
+    np.testing.assert_allclose(np.asarray(q), want, rtol=1e-5)
+
+
 def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
     """The engine's step program for a layer computed slot by slot calls the kernel: the literal tests'
     per-slot cases (tests/core/test_nctl_literal.py) check it against the reference network."""
@@ -122,6 +141,30 @@ def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
     step = jax.jit(lambda s, z, y: nctl.core.engine.step(s, z, y, cfg))
     text = step.lower(state, jnp.zeros(3, jnp.float32), jnp.int32(1)).as_text()
     assert "nctl_train_rows" in text and "nctl_row_predictions" not in text  # exact mode: every member has a lane
+
+
+def test_a_per_slot_learner_predicts_each_next_row_as_learning_does(monkeypatch):
+    """Through the kernel, the river path (a frozen prediction of the next row, then learning it) gives
+    ``learn_many``'s pre-update predictions and state to the last bit: every prediction of a row uses
+    one dot product, in a block or from a pool entry."""
+    import nctl
+    import nctl.core.engine
+
+    monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(70, 6)).astype(np.float32)
+    y = (X[:, 0] + 0.3 * rng.normal(size=70) > 0).astype(int)
+    settings = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05, pool_size=3, min_segment=8,
+                    reservoir_size=8, depth=9)
+    batch = nctl.NCTL(**settings)
+    want = batch.learn_many(X, y)
+    one, got = nctl.NCTL(**settings), []
+    for x, label in zip(X, y):
+        got.append(one.predict_proba_one(x))
+        one.learn_one(x, label)
+    np.testing.assert_array_equal(np.array(got), want)
+    for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
 @pytest.mark.parametrize("env, warns", [({"NCTL_NATIVE": "0"}, False), ({"CXX": "false"}, True)])

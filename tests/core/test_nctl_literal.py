@@ -45,10 +45,10 @@ CASES = {  # id -> (n_features, learner settings)
                                                 trained_members=2)),
 }
 BOUNDED = [case for case, (_, kwargs) in CASES.items() if kwargs.get("trained_members")]
-# the per-slot path (large layers, §6.2) on cases that between them have no pool and pools of 2 and 3, both
-# class counts, fixed and growing depth, both evidences and evictions, uniform weights, one and two layers,
-# bounded mode with 1 and 2 lanes and a cell reused while read: each case compiles its own engine, so the
-# suite runs the other four on the vectorised path only
+# the per-slot path (large layers: §6.2, §6.3, §6.11) on cases that between them have no pool and pools of
+# 2 and 3, both class counts, fixed and growing depth, both evidences and evictions, uniform weights, one
+# and two layers, bounded mode with 1 and 2 lanes and a cell reused while read: each case compiles its own
+# engine, so the suite runs the other four on the vectorised path only
 PER_SLOT = ["k0-binary-grow-L1", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1",
             "k3-3class-grow-L2-spacing-bounded2-1layer", "k3-binary-D7-L1-bounded2-1layer"]
 
@@ -117,10 +117,12 @@ def assert_same_events(got, want, when):
 @pytest.mark.parametrize("case, code_path", [(case, "vectorised") for case in CASES]
                          + [(case, "per-slot") for case in PER_SLOT])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
+    import nctl.core.boundary
     import nctl.core.engine
 
-    if code_path == "per-slot":
+    if code_path == "per-slot":  # as a large layer: slot by slot, pool decisions one neuron at a time, the CPU kernel
         monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+        monkeypatch.setattr(nctl.core.boundary, "SCORE_BYTES", 0)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))

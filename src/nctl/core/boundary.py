@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nctl.core import engine, gating, mixing, pool, reservoir
+from nctl.core import engine, gating, mixing, native, pool, reservoir
 from nctl.core.engine import EngineConfig, Net, State
 from nctl.core.rows import GGMRows
 
@@ -141,14 +141,29 @@ def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
     return z, jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
 
 
-def _probs(cfg: EngineConfig, weights, u, x):
-    """``q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x`` (float64)."""
-    return mixing.prob(cfg.rows.predict(weights, u), x)
+def _probs(cfg: EngineConfig, weights, u, x, kernel: bool):
+    """``q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x`` (float64);
+    where ``kernel``, with the CPU kernel's dot product (§6.11)."""
+    return mixing.prob(engine.row_predictions(cfg, weights, u, kernel), x)
 
 
-def _log_probs(cfg: EngineConfig, weights, u, x):
+def _log_probs(cfg: EngineConfig, weights, u, x, kernel: bool):
     """``log q(x)``, as ``_probs``."""
-    return jnp.log(_probs(cfg, weights, u, x))
+    return jnp.log(_probs(cfg, weights, u, x, kernel))
+
+
+def _stored_probs(cfg: EngineConfig, stored, n, contexts, entries, u, x, kernel: bool):
+    """``q(x)`` [R, J] of the stored rows ``stored[n, contexts[r], entries[j]]`` (a layer's pool rows) on
+    the records' ``u`` [R, K] and ``x`` [R]; where ``kernel``, read in place by the CPU kernel (§6.11)."""
+    def gathered(stored):
+        return cfg.rows.predict(stored[n, contexts[:, None], entries], u[:, None])
+
+    if not kernel:
+        q = gathered(stored)
+    else:
+        q = jax.lax.platform_dependent(
+            stored, cpu=lambda s: native.pool_predictions(s, n, contexts, entries, u, cfg.rows.prob_eps), default=gathered)
+    return mixing.prob(q, x[:, None])
 
 
 SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close
@@ -187,14 +202,21 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     weights = partial(engine.member_weights, net, layer, cfg)
     used = close.segment_used
 
+    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
+    # a layer scored one neuron at a time (a large layer, or a single neuron) runs only the tests its
+    # decisions need (§6.3)
+    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
+    batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
+    kernel = batch == 1 and engine.uses_kernel(cfg, shape)  # the kernel's calls are not batched over neurons
+
     def refine(n, col):
         """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
         ids = jnp.maximum(close.carried[col], 0)
         z, u = _record_inputs(state, net, layer, cfg, ids)
         x = (state.records.y[ids] == positive).astype(jnp.float32)
         c = _neuron_contexts(gates, n, z)
-        new = _log_probs(cfg, weights(close.slot, close.winner[col], n, c), u, x)
-        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(close.parent[col], 0)], u, x)
+        new = _log_probs(cfg, weights(close.slot, close.winner[col], n, c), u, x, kernel)
+        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(close.parent[col], 0)], u, x, kernel)
         gain = jnp.sum(jnp.where(jnp.arange(ids.shape[0]) < close.carried_n[col], new - old, 0.0))
         return pool.beats(gain, 0.0, cfg.pool.refine_threshold)
 
@@ -203,24 +225,19 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         c = seg_c[:, n]
         roster = net.roster[:, col]  # the pool at the boundary's start, in pool order
         alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), col]
-        stored = _probs(cfg, net.pool_rows[layer][n, c[:, None], jnp.maximum(roster, 0)], seg_u[:, None],
-                        seg_x[:, None])  # [R, k]
+        stored = _stored_probs(cfg, net.pool_rows[layer], n, c, jnp.maximum(roster, 0), seg_u, seg_x, kernel)  # [R, k]
 
         def add_pending(j, acc):  # states stored by the longer segments closing at this boundary
-            probs = _probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x)
+            probs = _probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x,
+                           kernel)
             return pool.evidence_add(acc, probs[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
 
         acc = pool.evidence_add(pool.evidence_start(used.shape[0]), stored, alive, used, cfg.pool.joint_evidence)
         acc = jax.lax.fori_loop(0, close.q, add_pending, acc)
         e0 = pool.evidence(acc, used, cfg.pool.joint_evidence)
-        e1 = jnp.sum(jnp.where(used, _log_probs(cfg, weights(close.slot, close.winner[col], n, c), seg_u, seg_x), 0.0))
+        e1 = jnp.sum(jnp.where(used, _log_probs(cfg, weights(close.slot, close.winner[col], n, c), seg_u, seg_x,
+                                                 kernel), 0.0))
         return pool.beats(e0, e1, cfg.pool.skip_threshold)
-
-    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
-    # a layer scored one neuron at a time (a large layer, or a single neuron) runs only the tests its
-    # decisions need (§6.3)
-    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
-    batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
 
     def where_needed(needed, test, n, col):
         """``needed & test(n, col)``; alone, the test runs only where some class network needs it."""

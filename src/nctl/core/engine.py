@@ -642,10 +642,10 @@ def uses_kernel(cfg: EngineConfig, shape: LayerShape) -> bool:
     return not shape.vectorised and isinstance(cfg.rows, GGMRows) and native.enabled()
 
 
-def row_predictions(cfg: EngineConfig, shape: LayerShape, rows, u):
-    """``cfg.rows.predict(rows, u)``, by the CPU kernel in the layers that use it, so that every
-    prediction of a state there rounds alike (§6.11)."""
-    if not uses_kernel(cfg, shape):
+def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
+    """``cfg.rows.predict(rows, u)`` (``u`` one [K] or one per row); where ``kernel``, with the CPU
+    kernel's dot product, so that every prediction of a state in a layer that uses it rounds alike (§6.11)."""
+    if not kernel:
         return cfg.rows.predict(rows, u)
     return jax.lax.platform_dependent(rows, cpu=lambda r: native.row_predictions(r, u, cfg.rows.prob_eps),
                                       default=lambda r: cfg.rows.predict(r, u))
@@ -741,8 +741,9 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     positions = jnp.arange(S)[:, None]
     entries = net.pool_rows[layer].reshape(shape.neurons * cfg.contexts, -1)[neurons * cfg.contexts + contexts]
     entries = entries.reshape(shape.neurons, cfg.entries, shape.width)  # [N_i, E, width], one row per neuron
-    q_entries = row_predictions(cfg, shape, entries, u)
-    q_fresh = row_predictions(cfg, shape, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u)
+    kernel = uses_kernel(cfg, shape)
+    q_entries = row_predictions(cfg, entries, u, kernel)
+    q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
     source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
     stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
     frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]

@@ -1,7 +1,8 @@
 """Hand-written CPU kernels for the engine, registered with XLA's FFI (docs/algorithm.md §6.11).
 
 ``ggm_rows.cc`` trains a large layer's GGM rows in place (one pass over each row where XLA's gather,
-update and scatter make three). It is compiled on first use with the system's C++ compiler
+update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
+decision compares) with the same dot product. It is compiled on first use with the system's C++ compiler
 (``$CXX``, else ``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
 (``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``) under a name that hashes the source, the
 compiler command and jaxlib's version. Without a compiler, where the build fails, or with
@@ -26,7 +27,7 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("ggm_rows.cc")
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
-           "nctl_row_predictions": "NctlRowPredictions"}
+           "nctl_row_predictions": "NctlRowPredictions", "nctl_pool_predictions": "NctlPoolPredictions"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
 _lock = threading.Lock()
@@ -107,8 +108,19 @@ def ggm_rows(blocks, pool_rows, read, write, entry, stale, contexts, u, x, size,
 
 
 def row_predictions(rows, u, prob_eps: float):
-    """``clip(sigma(rows . u), eps, 1 - eps)`` of rows [..., K] and u [K] -> [...], summed as ``ggm_rows``
-    sums (members that share a state then predict the same, wherever their rows are read)."""
+    """``clip(sigma(rows . u), eps, 1 - eps)`` of rows [..., K] on ``u``, one [K] for all rows or one
+    per row (the shape of ``rows``) -> [...], summed as ``ggm_rows`` sums (members that share a state
+    then predict the same, wherever their rows are read)."""
     call = jax.ffi.ffi_call("nctl_row_predictions", jax.ShapeDtypeStruct(rows.shape[:-1], jnp.float32),
                             vmap_method="expand_dims")
-    return call(rows, u, rows_rank=np.int64(rows.ndim), prob_eps=np.float32(prob_eps))
+    return call(rows, u, rows_rank=np.int64(rows.ndim), u_rank=np.int64(u.ndim), prob_eps=np.float32(prob_eps))
+
+
+def pool_predictions(pool_rows, neuron, contexts, entries, u, prob_eps: float):
+    """``q[r, j]`` of the stored row ``pool_rows[neuron, contexts[r], entries[j]]`` on ``u[r]``: pool_rows
+    [N, C, E, K], contexts [R], entries [J], u [R, K] -> [R, J], read in place (no gathered copy) and
+    summed as ``row_predictions`` sums."""
+    call = jax.ffi.ffi_call("nctl_pool_predictions", jax.ShapeDtypeStruct(contexts.shape + entries.shape, jnp.float32),
+                            vmap_method="expand_dims")
+    return call(pool_rows, jnp.asarray(neuron, jnp.int32), contexts.astype(jnp.int32), entries.astype(jnp.int32), u,
+                prob_eps=np.float32(prob_eps))

@@ -1,4 +1,6 @@
-// Train a large layer's GGM rows in place: an XLA FFI handler for the CPU (docs/algorithm.md §6.11).
+// A large layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
+// (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions), and a pool decision's stored
+// states scored where they are stored (nctl_pool_predictions); all with one dot product.
 //
 // For every live slot p and neuron n, each of the W lanes reads its row (its block's, or its source's
 // where the lane is new to the block), predicts q = clip(sigma(w . u), eps, 1 - eps) and writes
@@ -41,6 +43,12 @@ NCTL_CLONES float Dot(const float* a, const float* b, int64_t k) {
   for (int j = 0; j < kAccumulators; ++j) total += partial[j];
   for (; i < k; ++i) total += a[i] * b[i];
   return total;
+}
+
+// q = clip(sigma(row . u), eps, 1 - eps): every prediction of a row in these kernels.
+float Predict(const float* row, const float* u, int64_t k, float eps) {
+  const float sigma = 1.0f / (1.0f + std::exp(-Dot(row, u, k)));
+  return std::min(std::max(sigma, eps), 1.0f - eps);
 }
 
 // out[i] = clip(row[i] - step u[i], -bound, bound); `out` may be `row`.
@@ -142,9 +150,7 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
         const int32_t e = Entry.at(g)[lane];
         row = e >= 0 ? Pool.at(g) + ((n * C + context) * E + std::min<int64_t>(e, E - 1)) * K : fresh.data();
       }
-      const float a = Dot(row, uu, K);
-      const float sigma = 1.0f / (1.0f + std::exp(-a));
-      const float qv = std::min(std::max(sigma, prob_eps), 1.0f - prob_eps);
+      const float qv = Predict(row, uu, K, prob_eps);
       q_row[w] = qv;
       if (learn)
         Update(row, uu, learning_rate * (qv - *X.at(g)), max_weight, arena_out + ((g * B + to) * W + w) * K, K);
@@ -175,27 +181,60 @@ ffi::Error PredictRows(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> blocks, ff
 
 }  // namespace
 
-// q = clip(sigma(row . u), eps, 1 - eps) of every row of `rows` [nets?, ..., K] with u [nets?, K]: the
-// predictions of rows outside the blocks (pool entries, the fresh row), rounded as the blocks' are.
-ffi::Error RowPredictions(ffi::Buffer<ffi::F32> rows, ffi::Buffer<ffi::F32> u, int64_t rows_rank, float prob_eps,
-                          ffi::ResultBuffer<ffi::F32> q) {
+// q of every row of `rows` [nets?, ..., K] on u: one u [nets?, K] for all rows (u_rank 1), or one per row
+// (u [nets?, ..., K], u_rank = rows_rank). The predictions of rows outside the blocks (pool entries, the
+// fresh row, a pool decision's states), rounded as the blocks' are.
+ffi::Error RowPredictions(ffi::Buffer<ffi::F32> rows, ffi::Buffer<ffi::F32> u, int64_t rows_rank, int64_t u_rank,
+                          float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
   auto dims = rows.dimensions();
   auto u_dims = u.dimensions();
   const int64_t K = dims.back();
-  const bool rows_batched = static_cast<int64_t>(dims.size()) == rows_rank + 1;
-  const int64_t u_nets = u_dims.size() == 2 ? u_dims[0] : 1;
-  const int64_t row_nets = rows_batched ? dims[0] : 1;
-  const int64_t nets = std::max(u_nets, row_nets);
+  const int64_t row_nets = static_cast<int64_t>(dims.size()) == rows_rank + 1 ? dims[0] : 1;
+  const int64_t u_nets = static_cast<int64_t>(u_dims.size()) == u_rank + 1 ? u_dims[0] : 1;
+  const int64_t nets = std::max(row_nets, u_nets);
   const int64_t per_net = rows.element_count() / row_nets / K;
-  const float* data = rows.typed_data();
+  const int64_t u_per_net = u.element_count() / u_nets / K;  // 1 or per_net
   float* out = q->typed_data();
   for (int64_t g = 0; g < nets; ++g)
     for (int64_t r = 0; r < per_net; ++r) {
-      const float* row = data + ((row_nets > 1 ? g : 0) * per_net + r) * K;
-      const float a = Dot(row, u.typed_data() + (u_nets > 1 ? g : 0) * K, K);
-      const float sigma = 1.0f / (1.0f + std::exp(-a));
-      out[g * per_net + r] = std::min(std::max(sigma, prob_eps), 1.0f - prob_eps);
+      const float* row = rows.typed_data() + ((row_nets > 1 ? g : 0) * per_net + r) * K;
+      const float* uu = u.typed_data() + ((u_nets > 1 ? g : 0) * u_per_net + (u_per_net > 1 ? r : 0)) * K;
+      out[g * per_net + r] = Predict(row, uu, K, prob_eps);
     }
+  return ffi::Error::Success();
+}
+
+// q[r, j] of the stored row pool[neuron, contexts[r], entries[j]] on u[r]: a pool decision's scores of
+// the stored states on a segment's records (§4.5), read where they are stored instead of gathered.
+// pool [nets?, N, C, E, K], neuron [nets?], contexts [nets?, R], entries [nets?, J], u [nets?, R, K].
+ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> neuron,
+                           ffi::Buffer<ffi::S32> contexts, ffi::Buffer<ffi::S32> entries, ffi::Buffer<ffi::F32> u,
+                           float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
+  auto pool_dims = pool_rows.dimensions();
+  auto u_dims = u.dimensions();
+  if (pool_dims.size() < 4 || u_dims.size() < 2)
+    return ffi::Error::InvalidArgument("nctl pool predictions: arguments of unexpected rank");
+  const int64_t nets = std::max<int64_t>(pool_dims.size() == 5 ? pool_dims[0] : 1, u_dims.size() == 3 ? u_dims[0] : 1);
+  const int64_t N = pool_dims[pool_dims.size() - 4], C = pool_dims[pool_dims.size() - 3],
+                E = pool_dims[pool_dims.size() - 2], K = pool_dims.back();
+  const int64_t R = u_dims[u_dims.size() - 2];
+  const int64_t J = entries.dimensions().back();
+  const auto Pool = Resolve<float>(pool_rows, 4, nets);
+  const auto Neuron = Resolve<int32_t>(neuron, 0, nets);
+  const auto Context = Resolve<int32_t>(contexts, 1, nets);
+  const auto Entry = Resolve<int32_t>(entries, 1, nets);
+  const auto U = Resolve<float>(u, 2, nets);
+  float* out = q->typed_data();
+  auto one_record = [&](int64_t item) {  // item = (net, record)
+    const int64_t g = item / R, r = item % R;
+    const int64_t n = std::clamp<int64_t>(*Neuron.at(g), 0, N - 1);
+    const int64_t c = std::clamp<int64_t>(Context.at(g)[r], 0, C - 1);
+    const float* stored = Pool.at(g) + (n * C + c) * E * K;
+    for (int64_t j = 0; j < J; ++j)
+      out[item * J + j] = Predict(stored + std::clamp<int64_t>(Entry.at(g)[j], 0, E - 1) * K, U.at(g) + r * K, K,
+                                  prob_eps);
+  };
+  ParallelFor(threads, nets * R, one_record);
   return ffi::Error::Success();
 }
 
@@ -225,5 +264,16 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlRowPredictions, RowPredictions,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("rows_rank")
+                                  .Attr<int64_t>("u_rank")
+                                  .Attr<float>("prob_eps")
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlPoolPredictions, PoolPredictions,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("prob_eps")
                                   .Ret<ffi::Buffer<ffi::F32>>());
