@@ -703,14 +703,12 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
 
     @jax.named_scope("train_rows")
     def train_native(blocks):
-        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11)."""
-        if learn:
-            entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
-            return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, stale, contexts, u, x,
-                                   sched.size, cfg.rows, learn=True)
-        none = jnp.zeros(stale.shape, bool)
-        return native.ggm_rows(blocks, net.pool_rows[layer], read, write, jnp.full(stale.shape, -1), none, contexts,
-                               u, x, sched.size, cfg.rows, learn=False)
+        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); a prediction reads
+        the blocks only, as ``train`` does."""
+        entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
+        new_lanes = stale if learn else jnp.zeros_like(stale)
+        return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
+                               sched.size, cfg.rows, learn=learn)
 
     if shape.vectorised:
         blocks, q = train(blocks, positions[..., None], member, read, write, stale)

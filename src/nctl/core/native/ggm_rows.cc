@@ -9,7 +9,7 @@
 // intra-op threads; each row's arithmetic is fixed, so results do not depend on the thread count.
 //
 // Under jax.vmap (vmap_method="expand_dims") every argument may carry a leading axis of the class
-// networks, of their count or of size 1 (shared by all): `Arg` resolves both.
+// networks, of their count or of size 1 (shared by all): `Resolve` tells which.
 
 #include <algorithm>
 #include <atomic>
