@@ -1,27 +1,26 @@
 #!/usr/bin/env bash
-# The engine's benchmarks on a machine with a GPU, each bounded in time so that the whole ends within
-# ten minutes, into OUTDIR: versions.txt, throughput.json, river_speed.json, tests.txt (the exactness
-# tests on the GPU, up to the first failure), memory.jsonl (benchmarks/memory.py's configurations, one
-# line each) and log.txt.
-# Needs nctl importable (PYTHONPATH=src will do), river for river_speed and NCTL_DATA holding Elec2.
+# The engine's benchmark and exactness tests on a machine with a GPU, bounded in time so that the whole
+# ends within eight minutes, into OUTDIR: versions.txt, throughput.json, tests-gpu.txt (tests/core and
+# tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
+# tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
+# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy) and log.txt.
+# Needs nctl importable (PYTHONPATH=src will do).
 #
 #     bash benchmarks/gpu.sh OUTDIR
 set -u
 out=${1:?usage: bash benchmarks/gpu.sh OUTDIR}
 mkdir -p "$out"
 log="$out/log.txt"
-{ nvidia-smi -L; python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'; } \
-  > "$out/versions.txt" 2>>"$log"
-timeout 170 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+{ nvidia-smi -L; python3 -c 'import jax, jaxlib, numpy; print("jax", jax.__version__, "jaxlib", jaxlib.__version__,
+  "numpy", numpy.__version__, jax.devices())'; lscpu | grep "Model name"; } > "$out/versions.txt" 2>>"$log"
+timeout 150 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
 echo "throughput: rc $?" >> "$log"
-timeout 120 python3 benchmarks/river_speed.py --cache "$(mktemp -d)" > "$out/river_speed.json" 2>>"$log"
-echo "river_speed: rc $?" >> "$log"
-# one process, stopped at the first failure: pytest reports it at once, well inside the time limit
-# (runs with workers were cut before their report: docs/RESULTS.md, "the same benchmarks on a GPU")
-timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:xdist -o addopts="" -x --tb=short \
-  tests/core tests/test_learners.py > "$out/tests.txt" 2>&1
-echo "tests: rc $?" >> "$log"
-for config in "6 exact" "8 exact" "8 4"; do
-  timeout 50 python3 benchmarks/memory.py --steps 256 --one $config >> "$out/memory.jsonl" 2>>"$log"
-  echo "memory $config: rc $?" >> "$log"
-done
+tests="tests/core tests/test_learners.py"
+pytest_args=(-p no:cacheprovider -o addopts="" -v --tb=short -rfE)
+JAX_PLATFORMS=cpu timeout 300 python3 -m pytest "${pytest_args[@]}" -n 5 $tests > "$out/tests-cpu.txt" 2>&1 &
+cpu=$!
+timeout 300 python3 -m pytest "${pytest_args[@]}" -n 8 $tests > "$out/tests-gpu.txt" 2>&1
+echo "tests on the GPU: rc $?" >> "$log"
+wait $cpu
+echo "tests on the CPU: rc $?" >> "$log"

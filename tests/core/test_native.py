@@ -13,7 +13,10 @@ import pytest
 from nctl.core import native
 from nctl.core.rows import GGMRows
 
-pytestmark = pytest.mark.skipif(not native.enabled(), reason="the CPU kernel is not built (no C++ compiler)")
+pytestmark = [
+    pytest.mark.skipif(jax.default_backend() != "cpu", reason="the kernel is for the CPU; other platforms run XLA's code"),
+    pytest.mark.skipif(not native.enabled(), reason="the CPU kernel is not built (no C++ compiler)"),
+]
 
 ROWS = GGMRows(learning_rate=0.05, max_weight=1.5, weight_init="uniform")
 B, W, K, S, N, C, E = 40, 3, 37, 5, 4, 3, 4  # K not a multiple of the kernel's 16 partial sums

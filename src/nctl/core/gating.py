@@ -29,12 +29,14 @@ def init_gates(key, n_neurons: int, n_bits: int, n_features: int, offset_std: fl
 
 def contexts(gates: Gates, z) -> jax.Array:
     """Context index of every neuron for side information ``z`` [d] -> [N] int32."""
-    return _index(jnp.einsum("nsd,d->ns", gates.normals, z.astype(jnp.float32)) > gates.offsets)
+    margin = jnp.einsum("nsd,d->ns", gates.normals, z.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST)
+    return _index(margin > gates.offsets)
 
 
 def neuron_contexts(gates: Gates, z) -> jax.Array:
     """Context of neuron ``n`` for its own side information ``z[n]``: [N, d] -> [N] int32."""
-    return _index(jnp.einsum("nsd,nd->ns", gates.normals, z.astype(jnp.float32)) > gates.offsets)
+    margin = jnp.einsum("nsd,nd->ns", gates.normals, z.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST)
+    return _index(margin > gates.offsets)
 
 
 def _index(bits):

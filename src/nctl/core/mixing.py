@@ -6,6 +6,7 @@ gradient descent on the log loss, whose gradient is ``(GEO_w(1; p) - x) * logit(
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -49,7 +50,7 @@ def feature_logits(z, prob_eps: float = PROB_EPS):
 
 def predict(weights, logits, prob_eps: float = PROB_EPS):
     """``q = clip(sigma(w . u), eps, 1 - eps)``; weights, logits: [K] -> scalar float32."""
-    a = jnp.dot(weights, logits)
+    a = jnp.dot(weights, logits, precision=jax.lax.Precision.HIGHEST)
     return jnp.clip(1.0 / (1.0 + jnp.exp(-a)), prob_eps, 1.0 - prob_eps)
 
 

@@ -11,6 +11,7 @@ model says how a row predicts ``P(x = 1)`` from the layer's input logits ``u`` a
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from nctl.core import mixing
@@ -38,7 +39,7 @@ class GGMRows(NamedTuple):
 
     def predict(self, rows, u):
         """``clip(sigma(rows . u), eps, 1 - eps)``; rows [..., K], u [..., K] (broadcast) -> [...] float32."""
-        a = jnp.einsum("...k,...k->...", rows, u)
+        a = jnp.einsum("...k,...k->...", rows, u, precision=jax.lax.Precision.HIGHEST)
         return jnp.clip(1.0 / (1.0 + jnp.exp(-a)), self.prob_eps, 1.0 - self.prob_eps)
 
     def update(self, rows, u, q, x):

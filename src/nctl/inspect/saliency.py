@@ -96,7 +96,7 @@ def saliency_maps(layers: tuple[gln.Layer, ...], Z) -> jax.Array:
         u = None
         for layer in layers:
             rows = layer.weights[jnp.arange(layer.weights.shape[0]), gating.contexts(layer.gates, z), :-1]
-            u = rows if u is None else rows @ u
+            u = rows if u is None else jnp.matmul(rows, u, precision=jax.lax.Precision.HIGHEST)
         return u[0]
 
     return jax.vmap(one)(jnp.asarray(Z, jnp.float32))
