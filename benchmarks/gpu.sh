@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The engine's benchmark and exactness tests on a machine with a GPU, bounded in time so that the whole
-# ends within eight minutes, into OUTDIR: versions.txt, throughput.json, tests-gpu.txt (tests/core and
+# ends within seven minutes, into OUTDIR: versions.txt, tests-gpu.txt (tests/core and
 # tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
 # tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
-# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy) and log.txt.
+# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json and
+# log.txt.
 # Needs nctl importable (PYTHONPATH=src will do).
 #
 #     bash benchmarks/gpu.sh OUTDIR
@@ -14,13 +15,13 @@ log="$out/log.txt"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi -L; python3 -c 'import jax, jaxlib, numpy; print("jax", jax.__version__, "jaxlib", jaxlib.__version__,
   "numpy", numpy.__version__, jax.devices())'; lscpu | grep "Model name"; } > "$out/versions.txt" 2>>"$log"
-timeout 150 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
-echo "throughput: rc $?" >> "$log"
 tests="tests/core tests/test_learners.py"
 pytest_args=(-p no:cacheprovider -o addopts="" -v --tb=short -rfE)
-JAX_PLATFORMS=cpu timeout 300 python3 -m pytest "${pytest_args[@]}" -n 5 $tests > "$out/tests-cpu.txt" 2>&1 &
+JAX_PLATFORMS=cpu timeout 240 python3 -m pytest "${pytest_args[@]}" -n 5 $tests > "$out/tests-cpu.txt" 2>&1 &
 cpu=$!
-timeout 300 python3 -m pytest "${pytest_args[@]}" -n 8 $tests > "$out/tests-gpu.txt" 2>&1
+timeout 240 python3 -m pytest "${pytest_args[@]}" -n 8 $tests > "$out/tests-gpu.txt" 2>&1
 echo "tests on the GPU: rc $?" >> "$log"
 wait $cpu
 echo "tests on the CPU: rc $?" >> "$log"
+timeout 120 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
+echo "throughput: rc $?" >> "$log"

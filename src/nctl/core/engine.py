@@ -58,13 +58,16 @@ LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
 # call): the engine's programs keep every reduction in XLA's own code (docs/algorithm.md §6.9). jaxlib <
-# 0.9 has neither the library nor the option; other platforms take no options.
-COMPILER_OPTIONS = {"cpu": {"xla_cpu_experimental_ynn_fusion_type": ""}} if jaxlib_version() >= (0, 9) else None
+# 0.9 has neither the library nor the option. XLA:GPU's reductions and scatters may add in a different
+# order from run to run (atomics): the engine's programs ask for the deterministic ones, so that a seed
+# gives the same bits twice.
+COMPILER_OPTIONS = {"gpu": {"xla_gpu_deterministic_ops": True},
+                    **({"cpu": {"xla_cpu_experimental_ynn_fusion_type": ""}} if jaxlib_version() >= (0, 9) else {})}
 # The pool boundary, a configuration's largest program, runs once every P steps: XLA:CPU's older emitters
 # compile it with about 40% less work, to the same bits, at a cost of under a millisecond per boundary
 # (docs/algorithm.md §6.8).
-BOUNDARY_COMPILER_OPTIONS = ({"cpu": {**COMPILER_OPTIONS["cpu"], "xla_cpu_use_fusion_emitters": False}}
-                             if COMPILER_OPTIONS else None)
+BOUNDARY_COMPILER_OPTIONS = {**COMPILER_OPTIONS,
+                             "cpu": {**COMPILER_OPTIONS.get("cpu", {}), "xla_cpu_use_fusion_emitters": False}}
 
 
 def unique_or_drop(index, keep, size: int):

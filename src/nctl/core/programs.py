@@ -101,6 +101,20 @@ def _kinds(args) -> tuple:
                  else type(a) for a in args)
 
 
+@lru_cache(maxsize=None)
+def _known_option(name: str, value) -> bool:
+    """Whether the default backend's XLA takes the compiler option ``name``: XLA drops options between
+    releases (jaxlib 0.11's XLA:CPU refuses ``xla_cpu_use_fusion_emitters``), and a refused option would
+    fail every program; it is left out instead."""
+    try:
+        jax.jit(lambda: 0, compiler_options={name: value}).lower().compile()
+    except jax.errors.JaxRuntimeError as error:
+        if "No such compile option" in str(error):
+            return False
+        raise
+    return True
+
+
 class jit:
     """``jax.jit(fun, static_argnums=..., donate_argnums=..., compiler_options=...)``, whose programs
     are stored in and loaded from ``use_folder``'s folder when one is set (module docstring).
@@ -120,8 +134,10 @@ class jit:
 
     @cached_property
     def _options(self) -> dict | None:
-        """The compiler options for the default backend (none where ``compiler_options`` names none)."""
-        return self._options_by_platform.get(jax.default_backend())
+        """The compiler options for the default backend that its XLA knows (none where
+        ``compiler_options`` names none)."""
+        options = self._options_by_platform.get(jax.default_backend(), {})
+        return {name: value for name, value in options.items() if _known_option(name, value)} or None
 
     @cached_property
     def _jitted(self):
