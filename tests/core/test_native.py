@@ -146,6 +146,19 @@ def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
     assert "nctl_train_rows" in text and "nctl_row_predictions" not in text  # exact mode: every member has a lane
 
 
+def test_layers_from_the_kernels_size_up_go_slot_by_slot_where_it_is_built(monkeypatch):
+    """The Split MNIST network (§6.11): its 784-input layer is larger than any vectorised layer, its
+    25-neuron layer (1.4 MB of slot blocks at one context) goes through the kernel where it is built and
+    is vectorised where it is not, and its output neuron is vectorised."""
+    import nctl
+    import nctl.core.engine
+
+    learner = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16)
+    assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, False, True]
+    monkeypatch.setattr(nctl.core.engine.native, "enabled", lambda: False)
+    assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, True, True]
+
+
 def test_a_per_slot_learner_predicts_each_next_row_as_learning_does(monkeypatch):
     """Through the kernel, the river path (a frozen prediction of the next row, then learning it) gives
     ``learn_many``'s pre-update predictions and state to the last bit: every prediction of a row uses

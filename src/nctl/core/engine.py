@@ -54,6 +54,8 @@ def jaxlib_version() -> tuple:
 
 VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
 # computed for every slot at once; larger layers loop over the live slots only
+KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers from this size up go slot by
+# slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
@@ -179,11 +181,20 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         width = rows.width(fan_in)
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
         slot_bytes = (max_depth + 1) * n * pool.lanes * width * 4
-        shapes.append(LayerShape(offset, n, fan_in, width, blocks, slot_bytes <= VECTORISED_LAYER_BYTES))
+        shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised(slot_bytes, rows)))
         offset += n
     cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
                        record_rows or 0, arena_depth, tuple(shapes))
     return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
+
+
+def _vectorised(slot_bytes: int, rows) -> bool:
+    """Whether a layer whose slot blocks at one context take ``slot_bytes`` is computed for every slot at
+    once (§6.2), or slot by slot (and then, on a CPU with the kernel built, through the kernel, §6.11)."""
+    if slot_bytes > VECTORISED_LAYER_BYTES:
+        return False
+    return not (slot_bytes > KERNEL_LAYER_BYTES and isinstance(rows, GGMRows) and jax.default_backend() == "cpu"
+                and native.enabled())
 
 
 EAGER_RECORD_BYTES = 64 * 2**20  # record arenas this small hold every record the pools can name from the start
