@@ -14,7 +14,7 @@ from nctl.core import native
 from nctl.core.rows import GGMRows
 
 pytestmark = [
-    pytest.mark.skipif(jax.default_backend() != "cpu", reason="the kernel is for the CPU; other platforms run XLA's code"),
+    pytest.mark.skipif(jax.default_backend() != "cpu", reason="a CPU kernel; other platforms run XLA's code"),
     pytest.mark.skipif(not native.enabled(), reason="the CPU kernel is not built (no C++ compiler)"),
 ]
 

@@ -54,7 +54,7 @@ def jaxlib_version() -> tuple:
 
 VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
 # computed for every slot at once; larger layers loop over the live slots only
-KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers from this size up go slot by
+KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers above this size go slot by
 # slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
