@@ -3,8 +3,8 @@
 # ends within seven minutes, into OUTDIR: versions.txt, tests-gpu.txt (tests/core and
 # tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
 # tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
-# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json and
-# log.txt.
+# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json,
+# trace-gpu.npz and log.txt.
 # Needs nctl importable (PYTHONPATH=src will do).
 #
 #     bash benchmarks/gpu.sh OUTDIR
@@ -25,3 +25,7 @@ wait $cpu
 echo "tests on the CPU: rc $?" >> "$log"
 timeout 120 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
 echo "throughput: rc $?" >> "$log"
+# a bounded-mode case of the literal test, step by step, to compare here with
+# `python benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare trace-gpu.npz`
+timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --save "$out/trace-gpu.npz" >>"$log" 2>&1
+echo "trace: rc $?" >> "$log"
