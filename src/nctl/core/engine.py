@@ -193,8 +193,12 @@ def _vectorised(slot_bytes: int, rows) -> bool:
     once (§6.2), or slot by slot (and then, on a CPU with the kernel built, through the kernel, §6.11)."""
     if slot_bytes > VECTORISED_LAYER_BYTES:
         return False
-    return not (slot_bytes > KERNEL_LAYER_BYTES and isinstance(rows, GGMRows) and jax.default_backend() == "cpu"
-                and native.enabled())
+    return not (slot_bytes > KERNEL_LAYER_BYTES and jax.default_backend() == "cpu" and kernel_trains(rows))
+
+
+def kernel_trains(rows) -> bool:
+    """Whether the CPU kernel (§6.11) trains rows of this kind: GGM rows, where the kernel is built."""
+    return isinstance(rows, GGMRows) and native.enabled()
 
 
 EAGER_RECORD_BYTES = 64 * 2**20  # record arenas this small hold every record the pools can name from the start
@@ -653,7 +657,7 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
 def uses_kernel(cfg: EngineConfig, shape: LayerShape) -> bool:
     """Whether a layer's rows go through the CPU kernel (§6.11) when the engine runs on a CPU: GGM rows
     of a layer computed slot by slot, where the kernel is built."""
-    return not shape.vectorised and isinstance(cfg.rows, GGMRows) and native.enabled()
+    return not shape.vectorised and kernel_trains(cfg.rows)
 
 
 def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
