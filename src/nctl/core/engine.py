@@ -549,13 +549,15 @@ def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
 
 
 @jax.named_scope("assign_lanes")
-def assign_lanes(net: Net, post: Posterior, sched: tree.Schedule, cfg: EngineConfig):
+def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
-    stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since)."""
+    stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since).
+    Members are ranked by their float64 log weights ``log lambda_m + L_m``, the order of ``alpha`` without
+    its float32 exponentials (whose last bits differ between platforms and can make or break a tie)."""
     W = cfg.pool.lanes
-    alpha = jnp.moveaxis(post.alpha, 1, 2)  # [S, N, M]
+    log_weight = jnp.moveaxis(net.logprior + net.loglik, 1, 2)  # [S, N, M]
     valid = jnp.moveaxis(net.logprior > -jnp.inf, 1, 2)
-    _, desired = jax.lax.top_k(jnp.where(valid, alpha, -1.0), W)  # [S, N, W], ties: lower member first
+    _, desired = jax.lax.top_k(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W], ties: lower member first
     desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
     held = net.lanes
     keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)
@@ -786,7 +788,7 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
     ``p = sum_slots mass nu`` (§4.2), and, when learning, every trained row's update."""
     post = posterior(net, sched, cfg)
     if cfg.pool.bounded:
-        lanes, since = assign_lanes(net, post, sched, cfg)
+        lanes, since = assign_lanes(net, sched, cfg)
         net = net._replace(lanes=lanes, lane_since=since)
     ggm = isinstance(cfg.rows, GGMRows)
     contexts = gating.contexts(gating.Gates(net.normals, net.offsets), z)
