@@ -62,8 +62,10 @@ PREDICT_BLOCK = 256  # rows per compiled prediction
 # call): the engine's programs keep every reduction in XLA's own code (docs/algorithm.md §6.9). jaxlib <
 # 0.9 has neither the library nor the option. XLA:GPU's reductions and scatters may add in a different
 # order from run to run (atomics): the engine's programs ask for the deterministic ones, so that a seed
-# gives the same bits twice.
-COMPILER_OPTIONS = {"gpu": {"xla_gpu_deterministic_ops": True},
+# gives the same bits twice, without the pass that rewrites scatters for it: it flattens a scatter's indices
+# into one, so that an update meant to be dropped (an index past a later axis, or past a class network's
+# arrays under vmap) lands in the next row instead (§6.9).
+COMPILER_OPTIONS = {"gpu": {"xla_gpu_deterministic_ops": True, "xla_gpu_enable_scatter_determinism_expander": False},
                     **({"cpu": {"xla_cpu_experimental_ynn_fusion_type": ""}} if jaxlib_version() >= (0, 9) else {})}
 # The pool boundary, a configuration's largest program, runs once every P steps: XLA:CPU's older emitters
 # compile it with about 40% less work, to the same bits, at a cost of under a millisecond per boundary
@@ -768,8 +770,12 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     if not learn:  # lanes not trained in this slot's block yet read their sources
         current = current & live[:, None, None]
         q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
-    slot_member = jnp.where(member >= 0, member, k + 1)
-    q_members = frozen.at[positions[..., None], neurons[None, :, None], slot_member].set(q, mode="drop")
+    # each member's lane, if any (a node's lanes hold distinct members): a comparison, not a scatter whose
+    # lanes without a member would be dropped by an index past the member axis, which XLA:GPU's
+    # deterministic scatter wraps into the next slot's first member
+    holds = member[..., None] == jnp.arange(k + 1)  # [S, N_i, W, M]
+    q_lane = jnp.sum(jnp.where(holds, q[..., None], 0.0), axis=2)
+    q_members = jnp.where(jnp.any(holds, axis=2), q_lane, frozen)
     return jnp.moveaxis(q_members, 2, 1)
 
 
@@ -841,8 +847,8 @@ def _record(state: State, z, y, hidden, cfg: EngineConfig) -> State:
     records = records._replace(
         z=records.z.at[row].set(jnp.asarray(z, jnp.float32)),
         y=records.y.at[row].set(y),
-        segment=records.segment.at[jnp.arange(cfg.slots), jnp.where(keep, positions, records.segment.shape[1])].set(
-            row, mode="drop"),
+        segment=records.segment.at[unique_or_drop(jnp.arange(cfg.slots), keep, cfg.slots), jnp.maximum(positions, 0)].set(
+            row, mode="drop", unique_indices=True),
         segment_n=jnp.where(live, n, records.segment_n),
         segment_seen=jnp.where(live, seen, records.segment_seen),
     )
