@@ -2,7 +2,8 @@
 
 For six networks (binary and multi-class, 2 to 784 inputs): an NCTL and a GLN of the same seed learn
 the same 70 random rows; prints SHA-256 prefixes of the NCTL state, its predictions, the GLN state and
-its predictions, and the NCTL's ``state_bytes``; then an FMN over 100 bits with an initial pool. Run
+its predictions, and the NCTL's ``state_bytes``; then NCTL in bounded mode (``trained_members=2``) on
+two of them; then an FMN over 100 bits with an initial pool. Run
 at two commits (``PYTHONPATH=<checkout>/src``) and compare the lines.
 
     python benchmarks/state_digests.py
@@ -37,6 +38,13 @@ def main() -> None:
         print(json.dumps({"network": [list(layers), d, bits, classes, seed], "nctl_state": digest(model.state_),
                           "nctl_predictions": digest(p), "gln_state": digest(gln.state_), "gln_predictions": digest(q),
                           "state_bytes": model.state_bytes(d)}))
+    for layers, d, bits, classes, seed in (NETWORKS[2], NETWORKS[5]):
+        X, y = rng.standard_normal((70, d)).astype(np.float32), rng.integers(0, classes, 70)
+        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes, pool_size=3, min_segment=4,
+                          reservoir_size=8, depth=9, seed=seed, trained_members=2)
+        p = model.learn_many(X, y)
+        print(json.dumps({"bounded_network": [list(layers), d, bits, classes, seed], "nctl_state": digest(model.state_),
+                          "nctl_predictions": digest(p), "pool_events": sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net).tolist()}))
     run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
 

@@ -6,11 +6,15 @@ root). ``--save FILE`` writes ``{step}/pred`` and ``{step}/{leaf path}`` for the
 learned one row per call. ``--compare FILE`` learns the same rows here, starting from the saved gating
 hyperplanes (platforms may round the normals' normalisation differently, and the literal reference takes
 them from the learner anyway), and prints the first step whose prediction or state differs and the first
-differences of each leaf. Made to find why the bounded-mode cases depart from the reference on a GPU
-(docs/RESULTS.md, 2026-11-27).
+differences of each leaf. ``--decisions N`` prints, for the first N steps, every member ranking of
+bounded mode (log weights and lanes), every winner choice and every pool comparison (``a``, ``b``, ``a
+beats b``), from the saved hyperplanes where ``--compare`` names a file: run on two platforms, the first
+line that differs shows which decision parted them. Made to find why the bounded-mode cases depart from
+the reference on a GPU (docs/RESULTS.md, 2026-11-27 and 2026-11-28).
 
     python benchmarks/trace_steps.py CASE --save gpu.npz          # on the GPU machine
     python benchmarks/trace_steps.py CASE --compare gpu.npz       # here, on the CPU
+    python benchmarks/trace_steps.py CASE --compare gpu.npz --decisions 3   # on each platform
 """
 
 import argparse
@@ -25,6 +29,7 @@ sys.path.insert(0, str(Path.cwd()))  # the tests package, for the literal test's
 from tests.core.test_nctl_literal import recurring_stream, settings  # noqa: E402
 
 import nctl  # noqa: E402
+from nctl.core import engine, pool  # noqa: E402
 
 
 def leaves(learner, step: int, prediction) -> dict:
@@ -34,6 +39,32 @@ def leaves(learner, step: int, prediction) -> dict:
     return arrays
 
 
+def show(label: str, *arrays) -> None:
+    jax.debug.callback(lambda *a: print(label, *(np.asarray(v).tolist() for v in a)), *arrays)
+
+
+def print_decisions() -> None:
+    """Have the engine's programs print their pool comparisons, winners and lane choices as they run."""
+    beats, select_winner, assign_lanes = pool.beats, pool.select_winner, engine.assign_lanes
+
+    def shown_beats(a, b, margin=0.0):
+        out = beats(a, b, margin)
+        show("beats", a, b, out)
+        return out
+
+    def shown_winner(loglik, valid):
+        out = select_winner(loglik, valid)
+        show("winner", loglik, valid, out)
+        return out
+
+    def shown_lanes(net, sched, cfg):
+        lanes, since = assign_lanes(net, sched, cfg)
+        show("lanes", sched.t, (net.logprior + net.loglik)[:, :, 0], lanes[:, 0])  # first neuron, every slot
+        return lanes, since
+
+    pool.beats, pool.select_winner, engine.assign_lanes = shown_beats, shown_winner, shown_lanes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case")
@@ -41,7 +72,11 @@ def main() -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--save", type=Path)
     target.add_argument("--compare", type=Path)
+    parser.add_argument("--decisions", type=int, metavar="N")
     args = parser.parse_args()
+    if args.decisions:
+        print_decisions()
+        args.steps = args.decisions
     n_features, kwargs = settings(args.case)
     X, y = recurring_stream(args.steps, n_features, kwargs.get("n_classes", 2))
     learner = nctl.NCTL(**kwargs)
@@ -53,6 +88,12 @@ def main() -> None:
         learner.state_ = learner.state_._replace(nets=nets)
     saved = {}
     for step in range(args.steps):
+        if args.decisions:
+            print(f"step {step}", flush=True)
+            prediction = learner.learn_many(X[step:step + 1], y[step:step + 1])
+            jax.effects_barrier()
+            print("pred", prediction.tolist(), flush=True)
+            continue
         arrays = leaves(learner, step, learner.learn_many(X[step:step + 1], y[step:step + 1]))
         if other is None:
             saved.update(arrays)
@@ -65,6 +106,8 @@ def main() -> None:
                 print(f"  {key} {arrays[key].shape}: " + "; ".join(
                     f"{list(i)} here {arrays[key][tuple(i)]} there {other[key][tuple(i)]}" for i in where))
             return
+    if args.decisions:
+        return
     if other is None:
         np.savez_compressed(args.save, **saved)
         print(f"{jax.devices()[0].platform}: {len(saved)} arrays, {args.steps} steps -> {args.save}")
