@@ -770,13 +770,14 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     if not learn:  # lanes not trained in this slot's block yet read their sources
         current = current & live[:, None, None]
         q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
-    # each member's lane, if any (a node's lanes hold distinct members): a comparison, not a scatter whose
-    # lanes without a member would be dropped by an index past the member axis, which XLA:GPU's
-    # deterministic scatter wraps into the next slot's first member
-    holds = member[..., None] == jnp.arange(k + 1)  # [S, N_i, W, M]
-    q_lane = jnp.sum(jnp.where(holds, q[..., None], 0.0), axis=2)
-    q_members = jnp.where(jnp.any(holds, axis=2), q_lane, frozen)
-    return jnp.moveaxis(q_members, 2, 1)
+    # each lane's prediction to its member (a node's lanes hold distinct members), by one flat index: a
+    # lane without a member is dropped past the array's end, where an index past the member axis alone
+    # would be wrapped into the next slot's first member by XLA:GPU's deterministic scatter (§6.9)
+    M = k + 1
+    flat = (positions[..., None] * shape.neurons + neurons[None, :, None]) * M + member  # [S, N_i, W]
+    index = unique_or_drop(flat, member >= 0, S * shape.neurons * M)
+    q_members = frozen.reshape(-1).at[index.reshape(-1)].set(q.reshape(-1), mode="drop", unique_indices=True)
+    return jnp.moveaxis(q_members.reshape(frozen.shape), 2, 1)
 
 
 # ----------------------------------------------------------------------------- one step
