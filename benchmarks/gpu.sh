@@ -4,7 +4,7 @@
 # tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
 # tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
 # the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json,
-# trace-gpu.npz and log.txt.
+# trace-gpu.npz, decisions-gpu.txt, decisions-cpu.txt and log.txt.
 # Needs nctl importable (PYTHONPATH=src will do).
 #
 #     bash benchmarks/gpu.sh OUTDIR
@@ -29,3 +29,10 @@ echo "throughput: rc $?" >> "$log"
 # `python benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare trace-gpu.npz`
 timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --save "$out/trace-gpu.npz" >>"$log" 2>&1
 echo "trace: rc $?" >> "$log"
+# the pool decisions of its first 10 steps on the GPU and on this machine's CPU, from the same hyperplanes:
+# the first line that differs names the decision that parted them (docs/RESULTS.md, tenth session)
+for platform in gpu cpu; do
+  JAX_PLATFORMS=${platform/gpu/} timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer \
+    --compare "$out/trace-gpu.npz" --decisions 10 > "$out/decisions-$platform.txt" 2>&1
+  echo "decisions on the $platform: rc $?" >> "$log"
+done
