@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The engine's benchmark and exactness tests on a machine with a GPU, bounded in time so that the whole
-# ends within seven minutes, into OUTDIR: versions.txt, tests-gpu.txt (tests/core and
+# ends within nine minutes, into OUTDIR: versions.txt, tests-gpu.txt (tests/core and
 # tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
 # tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
 # the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json,
@@ -31,8 +31,8 @@ timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --s
 echo "trace: rc $?" >> "$log"
 # the pool decisions of its first 10 steps on the GPU and on this machine's CPU, from the same hyperplanes:
 # the first line that differs names the decision that parted them (docs/RESULTS.md, tenth session)
-for platform in gpu cpu; do
-  JAX_PLATFORMS=${platform/gpu/} timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer \
-    --compare "$out/trace-gpu.npz" --decisions 10 > "$out/decisions-$platform.txt" 2>&1
-  echo "decisions on the $platform: rc $?" >> "$log"
-done
+decisions=(benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare "$out/trace-gpu.npz" --decisions 10)
+timeout 60 python3 "${decisions[@]}" > "$out/decisions-gpu.txt" 2>&1
+echo "decisions on the GPU: rc $?" >> "$log"
+JAX_PLATFORMS=cpu timeout 60 python3 "${decisions[@]}" > "$out/decisions-cpu.txt" 2>&1
+echo "decisions on the CPU: rc $?" >> "$log"

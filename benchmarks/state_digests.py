@@ -43,8 +43,9 @@ def main() -> None:
         model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes, pool_size=3, min_segment=4,
                           reservoir_size=8, depth=9, seed=seed, trained_members=2)
         p = model.learn_many(X, y)
+        events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
         print(json.dumps({"bounded_network": [list(layers), d, bits, classes, seed], "nctl_state": digest(model.state_),
-                          "nctl_predictions": digest(p), "pool_events": sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net).tolist()}))
+                          "nctl_predictions": digest(p), "pool_events": events.tolist()}))
     run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
 

@@ -62,9 +62,9 @@ PREDICT_BLOCK = 256  # rows per compiled prediction
 # call): the engine's programs keep every reduction in XLA's own code (docs/algorithm.md §6.9). jaxlib <
 # 0.9 has neither the library nor the option. XLA:GPU's reductions and scatters may add in a different
 # order from run to run (atomics): the engine's programs ask for the deterministic ones, so that a seed
-# gives the same bits twice, without the pass that rewrites scatters for it: it flattens a scatter's indices
-# into one, so that an update meant to be dropped (an index past a later axis, or past a class network's
-# arrays under vmap) lands in the next row instead (§6.9).
+# gives the same bits twice. They turn off the pass that makes scatters deterministic by sorting them on
+# one flattened index: it moves an update meant to be dropped (an index past an inner axis, or past a
+# class network's arrays under vmap) into the next row (§6.9).
 COMPILER_OPTIONS = {"gpu": {"xla_gpu_deterministic_ops": True, "xla_gpu_enable_scatter_determinism_expander": False},
                     **({"cpu": {"xla_cpu_experimental_ynn_fusion_type": ""}} if jaxlib_version() >= (0, 9) else {})}
 # The pool boundary, a configuration's largest program, runs once every P steps: XLA:CPU's older emitters
