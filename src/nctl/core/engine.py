@@ -53,9 +53,11 @@ def jaxlib_version() -> tuple:
 
 
 VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
-# computed for every slot at once; larger layers loop over the live slots only
+# computed several slots at once (SLOT_CHUNK); larger layers loop over the live slots one by one
 KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers above this size go slot by
 # slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
+SLOT_CHUNK = 8  # a small layer computes its live slots' rows in equal chunks of at most this many slots (on a
+# CPU; other platforms compute every slot at once, §6.2)
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
@@ -98,7 +100,7 @@ class LayerShape(NamedTuple):
     fan_in: int  # inputs including the bias
     width: int  # row length (GGM: fan_in; KT: 2)
     blocks: int  # A_i: blocks in the arena
-    vectorised: bool  # code path: all slots at once, or a loop over the live slots
+    vectorised: bool  # code path: many slots at once, or a loop over the live slots one by one
 
 
 class EngineConfig(NamedTuple):
@@ -191,7 +193,7 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
 
 
 def _vectorised(slot_bytes: int, rows) -> bool:
-    """Whether a layer whose slot blocks at one context take ``slot_bytes`` is computed for every slot at
+    """Whether a layer whose slot blocks at one context take ``slot_bytes`` is computed many slots at
     once (§6.2), or slot by slot (and then, on a CPU with the kernel built, through the kernel, §6.11)."""
     if slot_bytes > VECTORISED_LAYER_BYTES:
         return False
@@ -714,14 +716,24 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         new = cfg.rows.update(rows, u, q, x)
         return blocks.at[write_index].set(new, mode="drop", unique_indices=True), q
 
-    def train_slots(blocks):
-        """``train`` for one live slot after another."""
-        def body(p, carry):
-            blocks, q = train(carry[0], p, member[p], read[p], write[p], stale[p])
-            return blocks, carry[1].at[p].set(q)
+    def train_slots(blocks, chunk: int):
+        """``train`` for the live slots, ``chunk`` slots at a time (the slot axis padded to a multiple of
+        ``chunk`` with slots that are not live); slots past the live ones' last chunk predict 1/2."""
+        rounds = -(-S // chunk)
+        extra = rounds * chunk - S
+        pad = lambda a, fill: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1), constant_values=fill)
+        padded_write = unique_or_drop(pad(block, -1), pad(live, False)[:, None], shape.blocks) if extra else write
+        items = (pad(member, 0), pad(read, 0), padded_write, pad(stale, False))
 
-        q = jnp.full((S, shape.neurons, W), 0.5, cfg.rows.dtype)
-        return jax.lax.fori_loop(0, sched.size, body, (blocks, q))
+        def body(r, carry):
+            at = r * chunk
+            taken = [jax.lax.dynamic_slice_in_dim(a, at, chunk) for a in items]
+            blocks, q = train(carry[0], (at + jnp.arange(chunk))[:, None, None], *taken)
+            return blocks, jax.lax.dynamic_update_slice_in_dim(carry[1], q, at, 0)
+
+        q = jnp.full((rounds * chunk, shape.neurons, W), 0.5, cfg.rows.dtype)
+        blocks, q = jax.lax.fori_loop(0, (sched.size + chunk - 1) // chunk, body, (blocks, q))
+        return blocks, q[:S]
 
     @jax.named_scope("train_rows")
     def train_native(blocks):
@@ -733,11 +745,15 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
                                sched.size, cfg.rows, learn=learn)
 
     if shape.vectorised:
-        blocks, q = train(blocks, positions[..., None], member, read, write, stale)
+        # on a CPU the live slots only, in equal chunks of at most SLOT_CHUNK slots; elsewhere every slot at
+        # once (a loop's every round waits for the device there)
+        blocks, q = jax.lax.platform_dependent(
+            blocks, cpu=partial(train_slots, chunk=-(-S // -(-S // SLOT_CHUNK))),
+            default=lambda blocks: train(blocks, positions[..., None], member, read, write, stale))
     elif uses_kernel(cfg, shape):
-        blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=train_slots)
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
     else:
-        blocks, q = train_slots(blocks)
+        blocks, q = train_slots(blocks, 1)
     net = net._replace(blocks=_put(net.blocks, layer, blocks))
     if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
         filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
@@ -819,8 +835,11 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
 def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
     out = forward(net, sched, z, x, cfg, learn=True)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    logq = jnp.concatenate([mixing.log_prob(q, x) for q in out.q], axis=2)
-    net = out.net._replace(loglik=out.net.loglik + jnp.where(live, logq, 0.0))
+    loglik = out.net.loglik
+    for shape, q in zip(cfg.layers, out.q):  # one update per layer: a concatenation kept XLA from vectorising
+        cols = slice(shape.offset, shape.offset + shape.neurons)
+        loglik = loglik.at[:, :, cols].add(jnp.where(live, mixing.log_prob(q, x), 0.0))
+    net = out.net._replace(loglik=loglik)
     return net, out.p, out.hidden
 
 
