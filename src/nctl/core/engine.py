@@ -57,7 +57,8 @@ VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fi
 KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers above this size go slot by
 # slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
 SLOT_CHUNK = 8  # a small layer computes its live slots' rows in equal chunks of at most this many slots (on a
-# CPU; other platforms compute every slot at once, §6.2)
+# CPU; other platforms compute every slot at once, §6.2), where one slot's rows at one context take at least
+CHUNKED_SLOT_BYTES = 4096  # this many bytes: below it (an output neuron) the loop costs more than the dead slots
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
@@ -744,12 +745,15 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
                                sched.size, cfg.rows, learn=learn)
 
-    if shape.vectorised:
+    all_slots = lambda blocks: train(blocks, positions[..., None], member, read, write, stale)
+    slot_bytes = shape.neurons * W * shape.width * np.dtype(cfg.rows.dtype).itemsize  # one slot's rows at a context
+    if shape.vectorised and slot_bytes >= CHUNKED_SLOT_BYTES:
         # on a CPU the live slots only, in equal chunks of at most SLOT_CHUNK slots; elsewhere every slot at
         # once (a loop's every round waits for the device there)
-        blocks, q = jax.lax.platform_dependent(
-            blocks, cpu=partial(train_slots, chunk=-(-S // -(-S // SLOT_CHUNK))),
-            default=lambda blocks: train(blocks, positions[..., None], member, read, write, stale))
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=-(-S // -(-S // SLOT_CHUNK))),
+                                               default=all_slots)
+    elif shape.vectorised:
+        blocks, q = all_slots(blocks)
     elif uses_kernel(cfg, shape):
         blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
     else:
