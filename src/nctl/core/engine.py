@@ -56,9 +56,10 @@ VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fi
 # computed several slots at once (SLOT_CHUNK); larger layers loop over the live slots one by one
 KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers above this size go slot by
 # slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
-SLOT_CHUNK = 8  # a small layer computes its live slots' rows in equal chunks of at most this many slots (on a
-# CPU; other platforms compute every slot at once, §6.2), where one slot's rows at one context take at least
-CHUNKED_SLOT_BYTES = 4096  # this many bytes: below it (an output neuron) the loop costs more than the dead slots
+SLOT_CHUNK = 8  # on a CPU a small layer computes its live slots' rows in equal chunks of at most this many
+# slots (§6.2; other platforms compute every slot at once)
+CHUNKED_SLOT_BYTES = 4096  # but only where one slot's rows at one context take at least this many bytes: for
+# fewer (an output neuron) the loop costs more than the dead slots it skips
 LEARN_BLOCK = 64  # rows per compiled run of steps
 PREDICT_BLOCK = 256  # rows per compiled prediction
 # XLA:CPU hands small reductions to its YNNPACK library, which costs the river path most (one row per
@@ -750,8 +751,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     if shape.vectorised and slot_bytes >= CHUNKED_SLOT_BYTES:
         # on a CPU the live slots only, in equal chunks of at most SLOT_CHUNK slots; elsewhere every slot at
         # once (a loop's every round waits for the device there)
-        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=-(-S // -(-S // SLOT_CHUNK))),
-                                               default=all_slots)
+        chunk = -(-S // -(-S // SLOT_CHUNK))  # S slots in ceil(S / SLOT_CHUNK) equal chunks
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=chunk), default=all_slots)
     elif shape.vectorised:
         blocks, q = all_slots(blocks)
     elif uses_kernel(cfg, shape):
