@@ -4,8 +4,9 @@ The reference shares no code with the engine: it is written from ``docs/algorith
 takes only the random gating hyperplanes from the learner. On tiny networks (2-3 inputs, 1-2
 layers, 2 context bits), pool sizes 0-3, ``min_segment`` 1-4, binary and 3 classes, fixed and
 growing depth, per-example and joint skip evidence, fifo and spacing eviction and bounded mode,
-each run through the vectorised code path of the engine, and five of them, which between them have
-every one of those features, through the per-slot path too, with reservoirs at least as long as the stream
+each run through the vectorised code path of the engine, five of them, which between them have
+every one of those features, through the per-slot path too, and three through the loop over chunks of
+live slots, with reservoirs at least as long as the stream
 (nothing is sampled): every prediction agrees within 1e-6 and the pool event counts of every
 neuron are equal, after half the stream and at its end. The reference is sized like the learner
 (``D_max``: its depth, or 20 when it grows, §6.3), and in bounded mode a pool write may reuse the
@@ -51,6 +52,9 @@ BOUNDED = [case for case, (_, kwargs) in CASES.items() if kwargs.get("trained_me
 # engine, so the suite runs the other four on the vectorised path only
 PER_SLOT = ["k0-binary-grow-L1", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1",
             "k3-3class-grow-L2-spacing-bounded2-1layer", "k3-binary-D7-L1-bounded2-1layer"]
+# the loop over chunks of live slots (small layers on a CPU, §6.2), 3 slots a round: a fixed depth of 7 (8 slots
+# in chunks of 3, the last padded) with a pool, a growing tree of three class networks, and bounded mode
+CHUNKED = ["k3-binary-D7-L2", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1"]
 
 # Cases where the engine departs from docs/algorithm.md (the reference follows the document): strict
 # expected failures, so a fixed engine shows up as XPASS and the entry is removed.
@@ -115,7 +119,7 @@ def assert_same_events(got, want, when):
 
 
 @pytest.mark.parametrize("case, code_path", [(case, "vectorised") for case in CASES]
-                         + [(case, "per-slot") for case in PER_SLOT])
+                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
     import nctl.core.boundary
     import nctl.core.engine
@@ -123,8 +127,13 @@ def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
     if code_path == "per-slot":  # as a large layer: slot by slot, pool decisions one neuron at a time, the CPU kernel
         monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
         monkeypatch.setattr(nctl.core.boundary, "SCORE_BYTES", 0)
+    if code_path == "chunked":  # every layer's live slots, 3 at a time
+        monkeypatch.setattr(nctl.core.engine, "CHUNKED_SLOT_BYTES", 0)
+        monkeypatch.setattr(nctl.core.engine, "SLOT_CHUNK", 3)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
+    if code_path == "chunked":
+        assert all(shape.slot_chunk == 3 for shape in learner.engine_config(n_features).layers)
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
     want, events_half, events_end, _ = reference_run(case, learner.hyperplanes(n_features))
     half = STEPS // 2

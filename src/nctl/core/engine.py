@@ -103,6 +103,7 @@ class LayerShape(NamedTuple):
     width: int  # row length (GGM: fan_in; KT: 2)
     blocks: int  # A_i: blocks in the arena
     vectorised: bool  # code path: many slots at once, or a loop over the live slots one by one
+    slot_chunk: int  # vectorised, on a CPU: slots per round of the loop over the live ones (all slots: no loop)
 
 
 class EngineConfig(NamedTuple):
@@ -186,8 +187,9 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
     for n, fan_in in zip(layer_sizes, gln.fan_ins(n_features, layer_sizes)):
         width = rows.width(fan_in)
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
-        slot_bytes = (max_depth + 1) * n * pool.lanes * width * 4
-        shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised(slot_bytes, rows)))
+        one_slot_bytes = n * pool.lanes * width * 4  # one slot's rows at one context
+        shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised((max_depth + 1) * one_slot_bytes, rows),
+                                 _slot_chunk(max_depth + 1, one_slot_bytes)))
         offset += n
     cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
                        record_rows or 0, arena_depth, tuple(shapes))
@@ -200,6 +202,15 @@ def _vectorised(slot_bytes: int, rows) -> bool:
     if slot_bytes > VECTORISED_LAYER_BYTES:
         return False
     return not (slot_bytes > KERNEL_LAYER_BYTES and jax.default_backend() == "cpu" and kernel_trains(rows))
+
+
+def _slot_chunk(slots: int, one_slot_bytes: int) -> int:
+    """Slots per round where a vectorised layer computes its live slots only, on a CPU (§6.2): ``slots``
+    in ``ceil(slots / SLOT_CHUNK)`` equal chunks, or all at once where one slot's rows take fewer than
+    ``CHUNKED_SLOT_BYTES``."""
+    if one_slot_bytes < CHUNKED_SLOT_BYTES:
+        return slots
+    return -(-slots // -(-slots // SLOT_CHUNK))
 
 
 def kernel_trains(rows) -> bool:
@@ -747,12 +758,10 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
                                sched.size, cfg.rows, learn=learn)
 
     all_slots = lambda blocks: train(blocks, positions[..., None], member, read, write, stale)
-    slot_bytes = shape.neurons * W * shape.width * np.dtype(cfg.rows.dtype).itemsize  # one slot's rows at a context
-    if shape.vectorised and slot_bytes >= CHUNKED_SLOT_BYTES:
-        # on a CPU the live slots only, in equal chunks of at most SLOT_CHUNK slots; elsewhere every slot at
-        # once (a loop's every round waits for the device there)
-        chunk = -(-S // -(-S // SLOT_CHUNK))  # S slots in ceil(S / SLOT_CHUNK) equal chunks
-        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=chunk), default=all_slots)
+    if shape.vectorised and shape.slot_chunk < S:
+        # on a CPU the live slots only, chunk by chunk; elsewhere every slot at once (a loop's every round
+        # waits for the device there)
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
     elif shape.vectorised:
         blocks, q = all_slots(blocks)
     elif uses_kernel(cfg, shape):
