@@ -171,7 +171,7 @@ def _npy(path):
     (lambda p: p.write_bytes(b""), "not a readable nctl save"),
     (_npy, "not an npz archive"),
     (lambda p: np.savez(p, weights=np.zeros(3)), "meta"),
-    (lambda p: _meta_npz(p, {"format": 1, "class": "GLN"}), "GLN saved in format 1, but this version of nctl reads GLN saves of format 2 or 3 or 4 or 5"),
+    (lambda p: _meta_npz(p, {"format": 1, "class": "GLN"}), "GLN saved in format 1, but this version of nctl reads GLN saves of format 2 or 3 or 4 or 5 or 6"),
     (lambda p: _meta_npz(p, {"format": 2, "class": "NCTL"}), "NCTL saved in format 2, .* train the learner again"),
     (lambda p: _meta_npz(p, {"format": 2, "class": "Perceptron"}), "unknown learner class 'Perceptron'"),
     (lambda p: _meta_npz(p, {"format": 2, "class": "GLN", "params": {"context_bits": 99}}), "context_bits must be"),

@@ -119,10 +119,11 @@ def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
 
 
 
-@pytest.mark.parametrize("fmt", [3, 4])
+@pytest.mark.parametrize("fmt", [3, 4, 5])
 def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt):
     """Format 3 kept each block's W lanes as one row of W * width; formats 3 and 4 kept one PTW weight
-    per tree level (no split-probability axis)."""
+    per tree level (no split-probability axis); formats 3 to 5 kept no contexts per record (the loader
+    computes them from the records)."""
     X, y = stream_arrays(60)
     model = nctl.NCTL(**SMALL_NCTL)
     model.learn_many(X[:30], y[:30])
@@ -131,18 +132,23 @@ def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt):
         arrays = {key: data[key] for key in data.files}
     meta = json.loads(str(arrays.pop("meta")))
     paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(model.state_)]
-    changed = []
+    changed, old_arrays = [], []
     for i, path in enumerate(paths):
         a = arrays[f"leaf_{i}"]
         if ".blocks[" in path and fmt == 3:
-            arrays[f"leaf_{i}"] = a.reshape(a.shape[:-2] + (-1,))
+            a = a.reshape(a.shape[:-2] + (-1,))
             changed.append(path)
-        if path.endswith(".log_b"):
-            arrays[f"leaf_{i}"] = a[:, :, 0]
+        if path.endswith(".log_b") and fmt < 5:
+            a = a[:, :, 0]
             changed.append(path)
-    assert len(changed) == 1 + (len(SMALL["layer_sizes"]) if fmt == 3 else 0)
+        if path.endswith(".record_contexts"):
+            changed.append(path)
+            continue
+        old_arrays.append(a)
+    assert len(changed) == 1 + (fmt < 5) + (len(SMALL["layer_sizes"]) if fmt == 3 else 0)
     meta["format"] = fmt
-    np.savez(tmp_path / "old.npz", meta=np.array(json.dumps(meta)), **arrays)
+    np.savez(tmp_path / "old.npz", meta=np.array(json.dumps(meta)),
+             **{f"leaf_{i}": a for i, a in enumerate(old_arrays)})
     old = nctl.load(tmp_path / "old.npz")
     np.testing.assert_array_equal(old.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
 

@@ -54,9 +54,9 @@ GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
 SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in range(1, 7)}))
 
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
-SAVE_FORMAT = 5  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
-# 5: PTW weights per split probability [S, A, N])
-READABLE_FORMATS = {"GLN": (2, 3, 4, 5), "NCTL": (3, 4, 5)}
+SAVE_FORMAT = 6  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
+# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts)
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6), "NCTL": (3, 4, 5, 6)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -330,9 +330,13 @@ def _restore(path):
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
         template = jax.eval_shape(lambda: learner._restore_template(meta["n_features"], meta["shapes"]))
         wanted, treedef = jax.tree.flatten(template)
+        added = _added_leaves(template, kind, meta["format"])
         leaves = []
         for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
-            got = data[f"leaf_{i}"]
+            if i in added:  # filled in by the learner below
+                leaves.append(jnp.zeros(want.shape, want.dtype))
+                continue
+            got = data[f"leaf_{i - sum(j < i for j in added)}"]
             if meta["format"] < 5 and got.ndim + 1 == len(want.shape) and got.size == want.size:
                 # format 3 stored each block's lanes as one flat row; formats 3-4 one PTW weight per level
                 got = got.reshape(want.shape)
@@ -342,7 +346,7 @@ def _restore(path):
             del got
     learner.state_ = _committed(jax.tree.unflatten(treedef, leaves))
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
-    learner._after_restore(meta["shapes"])
+    learner._after_restore(meta["shapes"], meta["format"])
     return learner
 
 
@@ -428,8 +432,17 @@ class GLN(_OnlineLearner):
     def _restore_template(self, n_features: int, shapes: dict):
         return self._fresh_state(n_features)
 
-    def _after_restore(self, shapes: dict) -> None:
+    def _after_restore(self, shapes: dict, fmt: int) -> None:
         pass
+
+
+def _added_leaves(template, kind: str, fmt: int) -> set[int]:
+    """Indices of the state's leaves that a save of format ``fmt`` does not hold: the records' contexts
+    before format 6 (recomputed from the records by ``NCTL._after_restore``)."""
+    if kind != "NCTL" or fmt >= 6:
+        return set()
+    paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(template)]
+    return {i for i, path in enumerate(paths) if path.endswith(".record_contexts")}
 
 
 # ----------------------------------------------------------------------------- NCTL
@@ -635,5 +648,6 @@ class NCTL(_OnlineLearner):
         self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"])
         return self._fresh_state(n_features, self.cfg_)
 
-    def _after_restore(self, shapes: dict) -> None:
-        pass
+    def _after_restore(self, shapes: dict, fmt: int) -> None:
+        if fmt < 6:
+            self.state_ = engine.with_record_contexts(self.state_)

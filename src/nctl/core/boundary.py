@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nctl.core import engine, gating, mixing, native, pool, reservoir
+from nctl.core import engine, mixing, native, pool, reservoir
 from nctl.core.engine import EngineConfig, Net, State
 from nctl.core.rows import GGMRows
 
@@ -128,17 +128,16 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
 
 
 def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
-    """Side information [..., d] and the layer's input logits [..., K] of records ``ids`` [...]."""
-    z = state.records.z[ids]
+    """The layer's input logits [..., K] of records ``ids`` [...]."""
     if not isinstance(cfg.rows, GGMRows):
-        return z, jnp.ones(ids.shape + (1,), jnp.float32)
+        return jnp.ones(ids.shape + (1,), jnp.float32)
     if layer == 0:
         bound = mixing.logit_bound(cfg.rows.prob_eps)
-        u = jnp.clip(z, -bound, bound)
+        u = jnp.clip(state.records.z[ids], -bound, bound)
     else:
         offset = sum(cfg.layer_sizes[: layer - 1])
         u = net.hidden[ids][..., offset: offset + cfg.layer_sizes[layer - 1]]
-    return z, jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
+    return jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
 
 
 def _probs(cfg: EngineConfig, weights, u, x, kernel: bool):
@@ -193,12 +192,11 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     """REFINE, SKIP or ADD for every neuron of ``layer`` (§4.5)."""
     shape = cfg.layers[layer]
     cols = slice(shape.offset, shape.offset + shape.neurons)
-    gates = gating.Gates(net.normals[cols], net.offsets[cols])
     state, positive = close.state, close.positive
     seg_ids = jnp.maximum(close.segment, 0)
-    seg_z, seg_u = _record_inputs(state, net, layer, cfg, seg_ids)
+    seg_u = _record_inputs(state, net, layer, cfg, seg_ids)
     seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
-    seg_c = jax.vmap(gating.contexts, in_axes=(None, 0))(gates, seg_z)  # [R, N_i]
+    seg_c = net.record_contexts[seg_ids, cols].astype(jnp.int32)  # [R, N_i], as the steps gated them
     weights = partial(engine.member_weights, net, layer, cfg)
     used = close.segment_used
 
@@ -212,9 +210,9 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     def refine(n, col):
         """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
         ids = jnp.maximum(close.carried[col], 0)
-        z, u = _record_inputs(state, net, layer, cfg, ids)
+        u = _record_inputs(state, net, layer, cfg, ids)
         x = (state.records.y[ids] == positive).astype(jnp.float32)
-        c = _neuron_contexts(gates, n, z)
+        c = net.record_contexts[ids, col].astype(jnp.int32)
         new = _log_probs(cfg, weights(close.slot, close.winner[col], n, c), u, x, kernel)
         old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(close.parent[col], 0)], u, x, kernel)
         gain = jnp.sum(jnp.where(jnp.arange(ids.shape[0]) < close.carried_n[col], new - old, 0.0))
@@ -253,12 +251,6 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         return jnp.where(close.trained[col], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
 
     return jax.lax.map(neuron, jnp.arange(shape.neurons), batch_size=batch if batch > 1 else None)
-
-
-def _neuron_contexts(gates: gating.Gates, n, z):
-    """Contexts of layer-local neuron ``n`` for side information ``z`` [R, d]."""
-    one = gating.Gates(gates.normals[n][None], gates.offsets[n][None])
-    return jax.vmap(lambda zr: gating.contexts(one, zr)[0])(z)
 
 
 # ----------------------------------------------------------------------------- pruning and writing

@@ -155,6 +155,11 @@ class EngineConfig(NamedTuple):
         return sum(self.layer_sizes[:-1])
 
     @property
+    def context_dtype(self):
+        """The dtype of a recorded context: int16, or int32 beyond 2^15 contexts."""
+        return np.dtype(np.int16 if self.contexts <= 2**15 else np.int32)
+
+    @property
     def positives(self) -> np.ndarray:
         """Label that is the positive class of each network."""
         return np.arange(self.n_classes) if self.n_classes > 2 else np.array([1])
@@ -229,7 +234,7 @@ def initial_record_rows(cfg: EngineConfig) -> int:
     R, P = cfg.pool.reservoir_size, cfg.chunk
     lazy = R * (cfg.max_depth + 5) + 2 * P
     named = cfg.n_nets * cfg.entries * cfg.neurons * R + cfg.slots * R + 2 * P
-    row_bytes = 4 * (cfg.n_features + 1 + cfg.n_nets * cfg.hidden_width)
+    row_bytes = 4 * (cfg.n_features + 1 + cfg.n_nets * cfg.hidden_width) + cfg.n_nets * cfg.neurons * cfg.context_dtype.itemsize
     return max(lazy, named) if named * row_bytes <= EAGER_RECORD_BYTES else lazy
 
 
@@ -295,6 +300,7 @@ class Net(NamedTuple):
     next_order: jax.Array  # [N] int32
     events: jax.Array  # [N, 4] int32: refine, skip, add, evict (pool.EVENTS)
     hidden: jax.Array  # [A_r, H] float32: the record's input logits of layers 2..L (bias excluded)
+    record_contexts: jax.Array  # [A_r, N] int16: every neuron's context at the record's step
 
 
 class Records(NamedTuple):
@@ -422,7 +428,20 @@ def _init_net(cfg: EngineConfig, normals, offsets, initial_pool) -> Net:
         next_order=jnp.full(N, E, jnp.int32),
         events=jnp.zeros((N, 4), jnp.int32),
         hidden=jnp.zeros((cfg.record_rows, cfg.hidden_width), jnp.float32),
+        record_contexts=jnp.zeros((cfg.record_rows, N), cfg.context_dtype),
     )
+
+
+@jax.jit
+def with_record_contexts(state: State) -> State:
+    """``state`` with every record row's contexts computed from its side information (for saves made
+    before the records kept them)."""
+    def one_net(net: Net):
+        gates = gating.Gates(net.normals, net.offsets)
+        contexts = jax.vmap(lambda z: gating.contexts(gates, z))(state.records.z)
+        return contexts.astype(net.record_contexts.dtype)
+
+    return state._replace(nets=state.nets._replace(record_contexts=jax.vmap(one_net)(state.nets)))
 
 
 def _roster(in_pool, order, k: int):
@@ -469,7 +488,8 @@ def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
         blocks=tuple(pad(blocks, 1, b.blocks - a.blocks) for blocks, a, b in zip(nets.blocks, old.layers, new.layers)),
         stamps=None if nets.stamps is None else tuple(
             pad(stamps, 1, b.blocks - a.blocks, -1) for stamps, a, b in zip(nets.stamps, old.layers, new.layers)),
-        free=tuple(free), n_free=nets.n_free + grown, hidden=pad(nets.hidden, 1, dA_r))
+        free=tuple(free), n_free=nets.n_free + grown, hidden=pad(nets.hidden, 1, dA_r),
+        record_contexts=pad(nets.record_contexts, 1, dA_r))
     records = state.records
     records = records._replace(z=pad(records.z, 0, dA_r), y=pad(records.y, 0, dA_r),
                                segment=pad(records.segment, 0, dS, -1), segment_n=pad(records.segment_n, 0, dS),
@@ -817,6 +837,7 @@ class Forward(NamedTuple):
     net: Net
     p: jax.Array  # output neuron's prediction
     hidden: jax.Array  # [H] input logits of layers 2..L (the step's record)
+    contexts: jax.Array  # [N] every neuron's context (the step's record)
     q: tuple  # per layer [S, M, N_i] member predictions
 
 
@@ -843,7 +864,7 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
         if ggm:
             u = mixing.input_logits(p, cfg.rows.prob_eps)
     hidden = jnp.concatenate(hidden) if hidden else jnp.zeros(0, jnp.float32)
-    return Forward(net, p[0], hidden, tuple(qs))
+    return Forward(net, p[0], hidden, contexts, tuple(qs))
 
 
 def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
@@ -854,7 +875,7 @@ def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         loglik = loglik.at[:, :, cols].add(jnp.where(live, mixing.log_prob(q, x), 0.0))
     net = out.net._replace(loglik=loglik)
-    return net, out.p, out.hidden
+    return net, out.p, (out.hidden, out.contexts)
 
 
 def step(state: State, z, y, cfg: EngineConfig):
@@ -862,17 +883,19 @@ def step(state: State, z, y, cfg: EngineConfig):
     and the pre-update predictions [classes]."""
     sched = state.schedule
     x = (y == jnp.asarray(cfg.positives)).astype(jnp.float32)
-    nets, p, hidden = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x,
-                              keep_axis=any(uses_kernel(cfg, shape) for shape in cfg.layers))
-    return _record(state._replace(nets=nets), z, y, hidden, cfg), p
+    nets, p, (hidden, contexts) = per_net(lambda net, x: _learn_net(net, sched, z, x, cfg), state.nets, x,
+                                          keep_axis=any(uses_kernel(cfg, shape) for shape in cfg.layers))
+    return _record(state._replace(nets=nets), z, y, hidden, contexts, cfg), p
 
 
 @jax.named_scope("record")
-def _record(state: State, z, y, hidden, cfg: EngineConfig) -> State:
-    """Store step ``t``'s inputs, label and hidden logits, and offer it to every live slot's reservoir."""
+def _record(state: State, z, y, hidden, contexts, cfg: EngineConfig) -> State:
+    """Store step ``t``'s inputs, label, hidden logits and contexts, and offer it to every live slot's
+    reservoir."""
     sched, nets, records = state.schedule, state.nets, state.records
     row = records.free[(sched.t - 1) % cfg.chunk]
-    nets = nets._replace(hidden=nets.hidden.at[:, row].set(hidden))
+    nets = nets._replace(hidden=nets.hidden.at[:, row].set(hidden),
+                         record_contexts=nets.record_contexts.at[:, row].set(contexts.astype(cfg.context_dtype)))
     keys = reservoir.event_key(state.key, reservoir.SEGMENT_TAG, sched.start, sched.t)
     positions, n, seen = jax.vmap(lambda n, s, k: reservoir.offer(n, s, cfg.pool.reservoir_size, k))(
         records.segment_n, records.segment_seen, keys)
@@ -1342,7 +1365,7 @@ def _gather_blocks(blocks, ids):
 def _without_arenas(state: State) -> State:
     """``state`` without the arrays a journal does not copy: the blocks (restored from the journal's
     rows), the pool entries (written at boundaries only) and the records (written in unheld rows)."""
-    nets = state.nets._replace(blocks=None, pool_rows=None, hidden=None)
+    nets = state.nets._replace(blocks=None, pool_rows=None, hidden=None, record_contexts=None)
     return state._replace(nets=nets, records=state.records._replace(z=None, y=None))
 
 
@@ -1352,5 +1375,6 @@ def undo(state: State, journal: Journal) -> State:
     blocks = tuple(jax.vmap(lambda b, i, r: b.at[i].set(r, mode="drop"))(b, i, r)
                    for b, i, r in zip(state.nets.blocks, journal.ids, journal.rows))
     small = journal.small
-    nets = small.nets._replace(blocks=blocks, pool_rows=state.nets.pool_rows, hidden=state.nets.hidden)
+    nets = small.nets._replace(blocks=blocks, pool_rows=state.nets.pool_rows, hidden=state.nets.hidden,
+                               record_contexts=state.nets.record_contexts)
     return small._replace(nets=nets, records=small.records._replace(z=state.records.z, y=state.records.y))
