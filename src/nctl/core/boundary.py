@@ -146,11 +146,6 @@ def _probs(cfg: EngineConfig, weights, u, x, kernel: bool):
     return mixing.prob(engine.row_predictions(cfg, weights, u, kernel), x)
 
 
-def _log_probs(cfg: EngineConfig, weights, u, x, kernel: bool):
-    """``log q(x)``, as ``_probs``."""
-    return jnp.log(_probs(cfg, weights, u, x, kernel))
-
-
 def _stored_probs(cfg: EngineConfig, stored, n, contexts, entries, u, x, kernel: bool):
     """``q(x)`` [R, J] of the stored rows ``stored[n, contexts[r], entries[j]]`` (a layer's pool rows) on
     the records' ``u`` [R, K] and ``x`` [R]; where ``kernel``, read in place by the CPU kernel (§6.11)."""
@@ -207,14 +202,24 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
     kernel = batch == 1 and engine.uses_kernel(cfg, shape)  # the kernel's calls are not batched over neurons
 
+    def member_probs(slot, member, n, c, u, x):
+        """``q(x)`` [R] of ``member`` of ``slot`` at the records' contexts ``c`` [R] on ``u`` [R, K]: with the
+        kernel and fewer contexts than records, the member's C rows are gathered once and read by context
+        where they lie, else one row per record is gathered."""
+        if kernel and cfg.contexts < c.shape[0]:
+            rows = weights(slot, member, n, jnp.arange(cfg.contexts))  # [C, K]
+            return _stored_probs(cfg, rows[None, :, None], 0, c, jnp.zeros(1, jnp.int32), u, x, kernel)[:, 0]
+        return _probs(cfg, weights(slot, member, n, c), u, x, kernel)
+
     def refine(n, col):
         """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
         ids = jnp.maximum(close.carried[col], 0)
         u = _record_inputs(state, net, layer, cfg, ids)
         x = (state.records.y[ids] == positive).astype(jnp.float32)
         c = net.record_contexts[ids, col].astype(jnp.int32)
-        new = _log_probs(cfg, weights(close.slot, close.winner[col], n, c), u, x, kernel)
-        old = _log_probs(cfg, net.pool_rows[layer][n, c, jnp.maximum(close.parent[col], 0)], u, x, kernel)
+        new = jnp.log(member_probs(close.slot, close.winner[col], n, c, u, x))
+        parent = jnp.maximum(close.parent[col], 0)[None]
+        old = jnp.log(_stored_probs(cfg, net.pool_rows[layer], n, c, parent, u, x, kernel)[:, 0])
         gain = jnp.sum(jnp.where(jnp.arange(ids.shape[0]) < close.carried_n[col], new - old, 0.0))
         return pool.beats(gain, 0.0, cfg.pool.refine_threshold)
 
@@ -226,15 +231,13 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         stored = _stored_probs(cfg, net.pool_rows[layer], n, c, jnp.maximum(roster, 0), seg_u, seg_x, kernel)  # [R, k]
 
         def add_pending(j, acc):  # states stored by the longer segments closing at this boundary
-            probs = _probs(cfg, weights(close.pending.slot[j], close.pending.winner[j, col], n, c), seg_u, seg_x,
-                           kernel)
+            probs = member_probs(close.pending.slot[j], close.pending.winner[j, col], n, c, seg_u, seg_x)
             return pool.evidence_add(acc, probs[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
 
         acc = pool.evidence_add(pool.evidence_start(used.shape[0]), stored, alive, used, cfg.pool.joint_evidence)
         acc = jax.lax.fori_loop(0, close.q, add_pending, acc)
         e0 = pool.evidence(acc, used, cfg.pool.joint_evidence)
-        e1 = jnp.sum(jnp.where(used, _log_probs(cfg, weights(close.slot, close.winner[col], n, c), seg_u, seg_x,
-                                                 kernel), 0.0))
+        e1 = jnp.sum(jnp.where(used, jnp.log(member_probs(close.slot, close.winner[col], n, c, seg_u, seg_x)), 0.0))
         return pool.beats(e0, e1, cfg.pool.skip_threshold)
 
     def where_needed(needed, test, n, col):
