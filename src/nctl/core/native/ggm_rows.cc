@@ -26,6 +26,7 @@ namespace ffi = xla::ffi;
 namespace {
 
 constexpr int kAccumulators = 16;  // independent partial sums of a dot product: the compiler vectorises them
+constexpr int64_t kThreadedProducts = 1 << 18;  // fewer multiply-adds than this run on the calling thread
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NCTL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -234,7 +235,11 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
       out[item * J + j] = Predict(stored + std::clamp<int64_t>(Entry.at(g)[j], 0, E - 1) * K, U.at(g) + r * K, K,
                                   prob_eps);
   };
-  ParallelFor(threads, nets * R, one_record);
+  if (nets * R * J * K < kThreadedProducts) {  // a refine test's single state: handing it out costs more
+    for (int64_t item = 0; item < nets * R; ++item) one_record(item);
+  } else {
+    ParallelFor(threads, nets * R, one_record);
+  }
   return ffi::Error::Success();
 }
 
