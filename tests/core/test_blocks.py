@@ -44,3 +44,23 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
     np.testing.assert_array_equal(np.asarray(one_pass)[untouched], np.asarray(net.blocks[0])[untouched])
     left = np.asarray(block)[np.asarray(new & ~chosen)]  # allocated, not chosen: still not their sources
     assert not np.array_equal(np.asarray(one_pass)[left], sources[np.asarray(new & ~chosen)])
+
+
+def test_detached_lineages_are_marked_whatever_their_count():
+    """§6.5: the records of every detached member's lineage (its first ``lineage_n`` ids) are marked held,
+    no other row; with no detached member, fewer than one chunk, several chunks and all members."""
+    from nctl.core import boundary
+
+    rng = np.random.default_rng(5)
+    members, R, rows = 75, 6, 300  # 75 members: two full chunks of 32 and a partial one
+    mark = jax.jit(boundary._mark_detached)
+    for share in (0.0, 0.1, 0.6, 1.0):
+        detached = rng.random(members) < share
+        lineage = rng.integers(0, rows, (members, R)).astype(np.int32)
+        lineage_n = rng.integers(0, R + 1, members).astype(np.int32)
+        held = rng.random(rows) < 0.2
+        want = held.copy()
+        for m in np.flatnonzero(detached):
+            want[lineage[m, :lineage_n[m]]] = True
+        got = mark(jnp.asarray(held), jnp.asarray(detached), jnp.asarray(lineage), jnp.asarray(lineage_n))
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"share {share}")

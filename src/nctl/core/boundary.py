@@ -367,6 +367,29 @@ def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig) -> Net:
 # ----------------------------------------------------------------------------- records
 
 
+LINEAGE_CHUNK = 32  # detached members whose lineages are marked at once
+
+
+def _mark_detached(held, detached, lineage, lineage_n):
+    """``held`` [rows] with the lineage records of the detached members marked: ``detached`` [m],
+    ``lineage`` [m, R], ``lineage_n`` [m]. The detached members are listed first and marked
+    ``LINEAGE_CHUNK`` at a time (a scatter costs per index, and few of a slot's members are detached)."""
+    m, R = lineage.shape
+    if m == 0:  # a pool of size 0 has no members
+        return held
+    padded = -(-m // LINEAGE_CHUNK) * LINEAGE_CHUNK
+    (listed,) = jnp.nonzero(jnp.pad(detached, (0, padded - m)), size=padded, fill_value=0)
+    count = jnp.sum(detached, dtype=jnp.int32)
+
+    def chunk(i, held):
+        at = i * LINEAGE_CHUNK + jnp.arange(LINEAGE_CHUNK)
+        members = jax.lax.dynamic_slice(listed, (i * LINEAGE_CHUNK,), (LINEAGE_CHUNK,))
+        marked = (at < count)[:, None] & (jnp.arange(R) < lineage_n[members][:, None])
+        return held.at[jnp.where(marked, lineage[members], held.shape[0])].set(True, mode="drop")
+
+    return jax.lax.fori_loop(0, -(-count // LINEAGE_CHUNK), chunk, held)
+
+
 @jax.named_scope("reserve_records")
 def reserve_records(state: State, cfg: EngineConfig):
     """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5).
@@ -382,10 +405,10 @@ def reserve_records(state: State, cfg: EngineConfig):
         keep = net.in_pool | reads
         used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
         held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
-        def copied_lineages(held):  # slot by slot: the live slots' [k, N, R] records, not the arena's S of them
+        def copied_lineages(held):  # slot by slot, the live slots only, and their detached members only
             def one_slot(p, held):
-                copied = net.detached[p][..., None] & (jnp.arange(R) < net.slot_lineage_n[p][..., None])
-                return held.at[jnp.where(copied, net.slot_lineage[p], rows)].set(True, mode="drop")
+                return _mark_detached(held, net.detached[p].reshape(-1), net.slot_lineage[p].reshape(-1, R),
+                                      net.slot_lineage_n[p].reshape(-1))
 
             return jax.lax.fori_loop(0, sched.size, one_slot, held)
 
