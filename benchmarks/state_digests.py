@@ -3,7 +3,10 @@
 For six networks (binary and multi-class, 2 to 784 inputs): an NCTL and a GLN of the same seed learn
 the same 70 random rows; prints SHA-256 prefixes of the NCTL state, its predictions, the GLN state and
 its predictions, and the NCTL's ``state_bytes``; then NCTL in bounded mode (``trained_members=2``) on
-two of them; then an FMN over 100 bits with an initial pool. Run
+two of them; then an FMN over 100 bits with an initial pool; last, the Split MNIST network (784 inputs,
+50-25-1, C = 16, k = 15, R = 100, L_min = 32) on 6,000 rows of a rule that flips every 128 rows, whose
+first layer is scored one neuron at a time with the CPU kernel and whose record arena is swept and
+reused, which the small networks never reach (about a minute). Run
 at two commits (``PYTHONPATH=<checkout>/src``) and compare the lines. The records' contexts (kept since
 save format 6, derived from the records) are left out of the NCTL state's digest, so that it compares
 with commits before them.
@@ -58,6 +61,19 @@ def main() -> None:
                           "nctl_predictions": digest(p), "pool_events": events.tolist()}))
     run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
+    print(json.dumps(split_mnist_network(6000)))
+
+
+def split_mnist_network(n: int) -> dict:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 784)).astype(np.float32)
+    rule = X[:, 0] + 0.5 * X[:, 1]
+    y = (np.where((np.arange(n) // 128) % 2 == 1, -rule, rule) > 0).astype(np.int64)
+    model = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16, min_segment=32)
+    p = model.learn_many(X, y)
+    events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
+    return {"split_mnist_network": n, "nctl_state": digest(nctl_state(model)), "nctl_predictions": digest(p),
+            "pool_events": events.tolist()}
 
 
 if __name__ == "__main__":

@@ -151,6 +151,44 @@ def test_merge_keeps_everything_that_fits_and_weights_by_stream_share():
     assert 6.5 < share < 8.5  # a stands for 3/4 of the stream: expect about 7.5 of the 10 positions
 
 
+def largest_keys_first(n_a, seen_a, n_b, seen_b, R, u):
+    """Reference: the positions of the R largest keys log(u) / weight of a[:n_a] ++ b[:n_b] (numpy),
+    largest first, equal keys in position order; everything, a's first, when it all fits."""
+    if n_a + n_b <= R:
+        kept = list(range(n_a)) + [R + j for j in range(n_b)]
+        return kept + [-1] * (R - len(kept))
+    weight = np.concatenate([np.full(R, seen_a / max(n_a, 1)), np.full(R, seen_b / max(n_b, 1))])
+    stored = np.concatenate([np.arange(R) < n_a, np.arange(R) < n_b])
+    keys = np.log(u) / weight
+    items = [i for i in np.lexsort((np.arange(2 * R), -keys)) if stored[i]]
+    return items[:R]
+
+
+@pytest.mark.parametrize("distinct_draws", [None, 3])
+def test_a_merge_keeps_the_largest_keys_in_order_ties_by_position(monkeypatch, distinct_draws):
+    """Full, partly filled and empty reservoirs (one b, many a, as at a close), and (with draws taking
+    only 3 values and equal weights in both halves) keys tied within each half and across them."""
+    R = 12
+    rng = np.random.default_rng(7)
+    u = np.asarray(reservoir.uniform(reservoir.draws(reservoir.event_key(5, reservoir.MERGE_TAG, 1, 64), 2 * R)))
+    if distinct_draws:
+        u = np.array([0.2, 0.5, 0.7])[rng.integers(0, distinct_draws, 2 * R)]
+        monkeypatch.setattr(reservoir, "uniform", lambda words: jnp.asarray(u))
+    for n_b, seen_b in ((R, 40), (5, 5), (0, 0), (R, R)):
+        n_a = rng.integers(0, R + 1, 40)
+        seen_a = n_a if distinct_draws else n_a * rng.integers(1, 6, 40)
+        if distinct_draws:
+            seen_b = n_b
+        key = reservoir.event_key(5, reservoir.MERGE_TAG, 1, 64)
+        positions, n, seen = jax.vmap(lambda n, seen: reservoir.merge(n, seen, n_b, seen_b, R, key))(
+            jnp.asarray(n_a), jnp.asarray(seen_a))
+        for i in range(len(n_a)):
+            want = largest_keys_first(int(n_a[i]), int(seen_a[i]), n_b, seen_b, R, u)
+            assert list(np.asarray(positions[i])) == want, (i, n_a[i], seen_a[i], n_b, seen_b)
+        np.testing.assert_array_equal(n, np.minimum(n_a + n_b, R))
+        np.testing.assert_array_equal(seen, seen_a + seen_b)
+
+
 def test_event_words_are_distinct_and_uniform():
     keys = np.asarray(reservoir.event_key(3, reservoir.SEGMENT_TAG, jnp.arange(1, 2001), 5000))
     assert len(set(keys.tolist())) == 2000
