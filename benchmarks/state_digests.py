@@ -65,6 +65,7 @@ def main() -> None:
 
 
 def split_mnist_network(n: int) -> dict:
+    """Digests of the Split MNIST network after ``n`` rows of a rule that flips every 128 rows."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, 784)).astype(np.float32)
     rule = X[:, 0] + 0.5 * X[:, 1]

@@ -377,8 +377,8 @@ def _mark_detached(held, detached, lineage, lineage_n):
     m, R = lineage.shape
     if m == 0:  # a pool of size 0 has no members
         return held
-    padded = -(-m // LINEAGE_CHUNK) * LINEAGE_CHUNK
-    (listed,) = jnp.nonzero(jnp.pad(detached, (0, padded - m)), size=padded, fill_value=0)
+    padded = -(-m // LINEAGE_CHUNK) * LINEAGE_CHUNK  # every chunk a whole slice of the list
+    (listed,) = jnp.nonzero(detached, size=padded, fill_value=0)
     count = jnp.sum(detached, dtype=jnp.int32)
 
     def chunk(i, held):

@@ -234,7 +234,8 @@ def initial_record_rows(cfg: EngineConfig) -> int:
     R, P = cfg.pool.reservoir_size, cfg.chunk
     lazy = R * (cfg.max_depth + 5) + 2 * P
     named = cfg.n_nets * cfg.entries * cfg.neurons * R + cfg.slots * R + 2 * P
-    row_bytes = 4 * (cfg.n_features + 1 + cfg.n_nets * cfg.hidden_width) + cfg.n_nets * cfg.neurons * cfg.context_dtype.itemsize
+    row_bytes = (4 * (cfg.n_features + 1 + cfg.n_nets * cfg.hidden_width)
+                 + cfg.n_nets * cfg.neurons * cfg.context_dtype.itemsize)
     return max(lazy, named) if named * row_bytes <= EAGER_RECORD_BYTES else lazy
 
 
@@ -300,7 +301,7 @@ class Net(NamedTuple):
     next_order: jax.Array  # [N] int32
     events: jax.Array  # [N, 4] int32: refine, skip, add, evict (pool.EVENTS)
     hidden: jax.Array  # [A_r, H] float32: the record's input logits of layers 2..L (bias excluded)
-    record_contexts: jax.Array  # [A_r, N] int16: every neuron's context at the record's step
+    record_contexts: jax.Array  # [A_r, N] int16 (int32 beyond 2^15 contexts): each neuron's context at the record's step
 
 
 class Records(NamedTuple):
