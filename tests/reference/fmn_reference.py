@@ -74,8 +74,8 @@ def ctz(n):
 
 def exceeds(a, b, margin=0.0):
     """§4.8: the comparison ``a - b > margin`` with differences that rounding can produce counted as
-    ties: ``a - b - margin > tau``, ``tau = 1e-9 max(1, |a|, |b|)``."""
-    return a - b - margin > 1e-9 * max(1.0, abs(a), abs(b))
+    ties: ``a - b - margin > tau``, ``tau = 1e-6 max(1, |a|, |b|)``."""
+    return a - b - margin > 1e-6 * max(1.0, abs(a), abs(b))
 
 
 # ----------------------------------------------------------------------------- the KT row model

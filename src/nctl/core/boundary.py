@@ -220,8 +220,10 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         new = jnp.log(member_probs(close.slot, close.winner[col], n, c, u, x))
         parent = jnp.maximum(close.parent[col], 0)[None]
         old = jnp.log(_stored_probs(cfg, net.pool_rows[layer], n, c, parent, u, x, kernel)[:, 0])
-        gain = jnp.sum(jnp.where(jnp.arange(ids.shape[0]) < close.carried_n[col], new - old, 0.0))
-        return pool.beats(gain, 0.0, cfg.pool.refine_threshold)
+        carried = jnp.arange(ids.shape[0]) < close.carried_n[col]
+        # the two log likelihoods compared, not their difference: the tie tolerance scales with them (§4.8)
+        return pool.beats(jnp.sum(jnp.where(carried, new, 0.0)), jnp.sum(jnp.where(carried, old, 0.0)),
+                          cfg.pool.refine_threshold)
 
     def skip(n, col):
         """The pool explains the segment better than the winner (§4.5 step 3): ``E0 - E1 > beta``."""

@@ -16,7 +16,7 @@ from jax.nn import logsumexp
 REFINE, SKIP, ADD = 0, 1, 2
 EVENTS = ("refine", "skip", "add", "evict")  # columns of the per-neuron event counters
 EVICTION_POLICIES = ("fifo", "spacing")
-TIE_TOLERANCE = 1e-9  # relative: log-likelihood differences below this share of the magnitude are ties (§4.8)
+TIE_TOLERANCE = 1e-6  # relative: log-likelihood differences below this share of the magnitude are ties (§4.8)
 
 
 class PoolConfig(NamedTuple):
