@@ -871,10 +871,17 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
 def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
     out = forward(net, sched, z, x, cfg, learn=True)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    loglik = out.net.loglik
-    for shape, q in zip(cfg.layers, out.q):  # one update per layer: a concatenation kept XLA from vectorising
-        cols = slice(shape.offset, shape.offset + shape.neurons)
-        loglik = loglik.at[:, :, cols].add(jnp.where(live, mixing.log_prob(q, x), 0.0))
+    logq = [jnp.where(live, mixing.log_prob(q, x), 0.0) for q in out.q]
+
+    def per_layer(loglik):  # on a CPU a concatenation kept XLA from vectorising the update
+        for shape, layer_logq in zip(cfg.layers, logq):
+            loglik = loglik.at[:, :, shape.offset:shape.offset + shape.neurons].add(layer_logq)
+        return loglik
+
+    # on a GPU the per-layer form let XLA fuse it so that a step's prediction and a later call's parted in
+    # their last float32 bit (docs/RESULTS.md, 2026-11-27, thirteenth session); the same sums either way
+    loglik = jax.lax.platform_dependent(out.net.loglik, cpu=per_layer,
+                                        default=lambda loglik: loglik + jnp.concatenate(logq, axis=2))
     net = out.net._replace(loglik=loglik)
     return net, out.p, (out.hidden, out.contexts)
 
