@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The engine's benchmark and exactness tests on a machine with a GPU, bounded in time so that the whole
-# ends within nine minutes, into OUTDIR: versions.txt, tests-gpu.txt (tests/core and
-# tests/test_learners.py on the GPU, each test's result as it finishes, then the failures' tracebacks),
-# tests-cpu.txt (the same tests on that machine's CPU, JAX_PLATFORMS=cpu, run beside them: a failure on
-# the GPU alone is the GPU's arithmetic, one on both is the machine's JAX or NumPy), throughput.json,
-# trace-gpu.npz, decisions-gpu.txt, decisions-cpu.txt and log.txt.
+# ends within nine minutes, into OUTDIR: log.txt (the machine's GPU, CPU and versions, then each part's
+# exit status), tests-gpu.txt (tests/core and tests/test_learners.py on the GPU, each test's result as
+# it finishes, then the failures' tracebacks), tests-cpu.txt (the same tests on that machine's CPU,
+# JAX_PLATFORMS=cpu, run beside them: a failure on the GPU alone is the GPU's arithmetic, one on both is
+# the machine's JAX or NumPy), throughput.json, trace-gpu.npz, decisions-gpu.txt and decisions-cpu.txt:
+# seven files, one fewer than the eight a device call of this workplace returns (a ninth is dropped).
 # Needs nctl importable (PYTHONPATH=src will do).
 #
 #     bash benchmarks/gpu.sh OUTDIR
@@ -14,7 +15,7 @@ mkdir -p "$out"
 log="$out/log.txt"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi -L; python3 -c 'import jax, jaxlib, numpy; print("jax", jax.__version__, "jaxlib", jaxlib.__version__,
-  "numpy", numpy.__version__, jax.devices())'; lscpu | grep "Model name"; } > "$out/versions.txt" 2>>"$log"
+  "numpy", numpy.__version__, jax.devices())'; lscpu | grep "Model name"; } > "$log" 2>&1
 tests="tests/core tests/test_learners.py"
 pytest_args=(-p no:cacheprovider -o addopts="" -v --tb=short -rfE)
 JAX_PLATFORMS=cpu timeout 240 python3 -m pytest "${pytest_args[@]}" -n 5 $tests > "$out/tests-cpu.txt" 2>&1 &
