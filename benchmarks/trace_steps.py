@@ -47,13 +47,13 @@ def print_decisions() -> None:
     """Have the engine's programs print their pool comparisons, winners and lane choices as they run."""
     beats, select_winner, assign_lanes = pool.beats, pool.select_winner, engine.assign_lanes
 
-    def shown_beats(a, b, margin=0.0):
-        out = beats(a, b, margin)
+    def shown_beats(a, b, margin, tolerance):
+        out = beats(a, b, margin, tolerance)
         show("beats", a, b, out)
         return out
 
-    def shown_winner(loglik, valid):
-        out = select_winner(loglik, valid)
+    def shown_winner(loglik, valid, tolerance):
+        out = select_winner(loglik, valid, tolerance)
         show("winner", loglik, valid, out)
         return out
 

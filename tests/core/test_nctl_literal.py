@@ -35,6 +35,11 @@ CASES = {  # id -> (n_features, learner settings)
     "k3-binary-D7-L2": (3, dict(layer_sizes=(2, 1), pool_size=3, min_segment=2, depth=7)),
     "k3-3class-grow-L4-joint-spacing": (3, dict(layer_sizes=(2, 1), pool_size=3, min_segment=4, depth=None,
                                                 n_classes=3, joint_evidence=True, eviction="spacing")),
+    # other hyperplanes: a refine test wins by less than 1e-6 of the log likelihoods it compares, a tie for
+    # float32 predictions (§4.8), which the engine must count as the reference does
+    "k3-3class-grow-L4-joint-spacing-near-tie": (3, dict(layer_sizes=(2, 1), pool_size=3, min_segment=4, depth=None,
+                                                         n_classes=3, joint_evidence=True, eviction="spacing",
+                                                         seed=17)),
     "k2-binary-D7-L1-bounded1": (3, dict(layer_sizes=(2, 1), pool_size=2, min_segment=1, depth=7,
                                          trained_members=1)),
     "k3-3class-grow-L2-spacing-bounded2-1layer": (2, dict(layer_sizes=(1,), pool_size=3, min_segment=2, depth=None,

@@ -72,10 +72,10 @@ def ctz(n):
     return (n & -n).bit_length() - 1
 
 
-def exceeds(a, b, margin=0.0):
+def exceeds(a, b, margin, tolerance):
     """§4.8: the comparison ``a - b > margin`` with differences that rounding can produce counted as
-    ties: ``a - b - margin > tau``, ``tau = 1e-6 max(1, |a|, |b|)``."""
-    return a - b - margin > 1e-6 * max(1.0, abs(a), abs(b))
+    ties: ``a - b - margin > tau``, ``tau = tolerance max(1, |a|, |b|)`` (the base model's own tolerance)."""
+    return a - b - margin > tolerance * max(1.0, abs(a), abs(b))
 
 
 # ----------------------------------------------------------------------------- the KT row model
@@ -83,6 +83,8 @@ def exceeds(a, b, margin=0.0):
 
 class KT:
     """Krichevsky-Trofimov counts ``(n0, n1)``; ``P(1) = (n1 + 1/2) / (n0 + n1 + 1)`` (§6)."""
+
+    tie_tolerance = 1e-9  # §4.8, for float64 predictions
 
     def fresh(self):
         return (0.0, 0.0)
@@ -376,7 +378,7 @@ class LiteralFMN:
         members = node.members
         # 1. winner: largest L_m, ties (§4.8) to the lowest member index
         best = max(m.loglik for m in members)
-        win = next(i for i, m in enumerate(members) if not exceeds(best, m.loglik))
+        win = next(i for i, m in enumerate(members) if not exceeds(best, m.loglik, 0.0, self.base.tie_tolerance))
         winner = members[win]
         if self.bounded and not winner.rows:  # §5.3: its state is its source, already stored
             self.events["skip"] += 1
@@ -388,7 +390,7 @@ class LiteralFMN:
         if parent is not None and self.in_pool(parent):
             gain_new = self.score(state, parent.lineage)
             gain_old = self.score(parent.state, parent.lineage)
-            if exceeds(gain_new, gain_old, self.alpha):
+            if exceeds(gain_new, gain_old, self.alpha, self.base.tie_tolerance):
                 self.pool.remove(parent)
                 stored = PoolEntry(state, t, stored_lineage, source_cell=winner.cell)
                 self.pool.append(stored)
@@ -405,7 +407,7 @@ class LiteralFMN:
                 for rid in node.segment:
                     inp, x = self.example(rid)
                     e0 += lse([self.base.logp(e.state, inp, x) for e in self.pool]) - log_m
-            if exceeds(e0, e1, self.beta):
+            if exceeds(e0, e1, self.beta, self.base.tie_tolerance):
                 self.events["skip"] += 1
                 return None
         # 4. add

@@ -37,6 +37,8 @@ class GGM:
     """The gated geometric mixer of §1 as a base model: the state is the ``[C, K]`` float32 weight
     matrix, the input of a step is ``(context, u)`` with ``u`` the float32 input logits (bias last)."""
 
+    tie_tolerance = 1e-6  # §4.8, for float32 predictions: above the rounding that parts platforms
+
     def __init__(self, n_contexts, n_inputs, learning_rate, prob_eps, max_weight, weight_init):
         self.shape = (n_contexts, n_inputs)
         self.lr, self.wmax = F32(learning_rate), F32(max_weight)

@@ -72,7 +72,8 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
     k, N = cfg.pool.capacity, cfg.neurons
     neurons = jnp.arange(N)
     records = state.records
-    winner = pool.select_winner(net.loglik[slot], net.logprior[slot] > -jnp.inf)  # [N]
+    tolerance = pool.tie_tolerance(cfg.rows.dtype)
+    winner = pool.select_winner(net.loglik[slot], net.logprior[slot] > -jnp.inf, tolerance)  # [N]
     stored = winner < k
     member = jnp.minimum(winner, k - 1)
     source = net.source[slot, member, neurons]
@@ -194,6 +195,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     seg_c = net.record_contexts[seg_ids, cols].astype(jnp.int32)  # [R, N_i], as the steps gated them
     weights = partial(engine.member_weights, net, layer, cfg)
     used = close.segment_used
+    tolerance = pool.tie_tolerance(cfg.rows.dtype)
 
     # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
     # a layer scored one neuron at a time (a large layer, or a single neuron) runs only the tests its
@@ -223,7 +225,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         carried = jnp.arange(ids.shape[0]) < close.carried_n[col]
         # the two log likelihoods compared, not their difference: the tie tolerance scales with them (§4.8)
         return pool.beats(jnp.sum(jnp.where(carried, new, 0.0)), jnp.sum(jnp.where(carried, old, 0.0)),
-                          cfg.pool.refine_threshold)
+                          cfg.pool.refine_threshold, tolerance)
 
     def skip(n, col):
         """The pool explains the segment better than the winner (§4.5 step 3): ``E0 - E1 > beta``."""
@@ -240,7 +242,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         acc = jax.lax.fori_loop(0, close.q, add_pending, acc)
         e0 = pool.evidence(acc, used, cfg.pool.joint_evidence)
         e1 = jnp.sum(jnp.where(used, jnp.log(member_probs(close.slot, close.winner[col], n, c, seg_u, seg_x)), 0.0))
-        return pool.beats(e0, e1, cfg.pool.skip_threshold)
+        return pool.beats(e0, e1, cfg.pool.skip_threshold, tolerance)
 
     def where_needed(needed, test, n, col):
         """``needed & test(n, col)``; alone, the test runs only where some class network needs it."""

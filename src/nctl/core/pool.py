@@ -16,7 +16,9 @@ from jax.nn import logsumexp
 REFINE, SKIP, ADD = 0, 1, 2
 EVENTS = ("refine", "skip", "add", "evict")  # columns of the per-neuron event counters
 EVICTION_POLICIES = ("fifo", "spacing")
-TIE_TOLERANCE = 1e-6  # relative: log-likelihood differences below this share of the magnitude are ties (§4.8)
+# relative tie tolerance by the precision of the members' predictions (§4.8): log-likelihood differences below
+# this share of the magnitude are ties; sums of logs of float32 predictions differ by more than 1e-9 between platforms
+TIE_TOLERANCE = {"float32": 1e-6, "float64": 1e-9}
 
 
 class PoolConfig(NamedTuple):
@@ -69,20 +71,22 @@ def member_log_prior(count, capacity: int):
     return jnp.where(members == capacity, fresh, stored).astype(jnp.float64)
 
 
-def _tolerance(a, b):
-    return TIE_TOLERANCE * jnp.maximum(1.0, jnp.maximum(jnp.abs(a), jnp.abs(b)))
+def tie_tolerance(dtype) -> float:
+    """The relative tie tolerance ``ε`` of §4.8 for members whose predictions are ``dtype``."""
+    return TIE_TOLERANCE[jnp.dtype(dtype).name]
 
 
-def beats(a, b, margin=0.0):
-    """``a - b > margin``, with differences within rounding of the magnitudes counted as ties (§4.8)."""
-    return a - b > margin + _tolerance(a, b)
+def beats(a, b, margin, tolerance: float):
+    """``a - b > margin + τ``, ``τ = tolerance · max(1, |a|, |b|)``: differences within rounding of the
+    magnitudes are ties (§4.8)."""
+    return a - b > margin + tolerance * jnp.maximum(1.0, jnp.maximum(jnp.abs(a), jnp.abs(b)))
 
 
-def select_winner(loglik, valid):
+def select_winner(loglik, valid, tolerance: float):
     """The member with the largest segment log likelihood; ties (§4.8) go to the lowest index.
     loglik, valid: [M, ...] -> [...] int32."""
     best = jnp.max(jnp.where(valid, loglik, -jnp.inf), axis=0)
-    tied = valid & ~beats(best, loglik)
+    tied = valid & ~beats(best, loglik, 0.0, tolerance)
     return jnp.argmax(tied, axis=0).astype(jnp.int32)
 
 
