@@ -879,7 +879,7 @@ def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
         return loglik
 
     # on a GPU the per-layer form let XLA fuse it so that a step's prediction and a later call's parted in
-    # their last float32 bit (docs/RESULTS.md, 2026-11-27, thirteenth session); the same sums either way
+    # their last float32 bit (docs/algorithm.md §6.9); the same sums either way
     loglik = jax.lax.platform_dependent(out.net.loglik, cpu=per_layer,
                                         default=lambda loglik: loglik + jnp.concatenate(logq, axis=2))
     net = out.net._replace(loglik=loglik)
