@@ -1,6 +1,7 @@
 """Whether the sequence predictors' pool decisions depend on the tie tolerance (docs/algorithm.md §4.8), as
 JSON lines: ``nctl.sequence.FMN`` (depth 15, the per-example skip test) on strings of the authors' coin
-experiment's kind (7 coins of uniform bias, switch probability 0.005, 5,000 bits; seeds 0, 1, ...), each
+experiment's kind (7 coins of uniform bias, switch probability 0.005, 5,000 bits; seeds 0, 1, ...; the
+strings of ``tests/core/test_sequence_exact.py``'s KT tie test, run from the repository's root), each
 string's final log evidence and pool event counts (refine, skip, add, evict).
 
 ``--float64-tolerance`` replaces the tolerance of float64 (KT) predictions before anything compiles, so run
@@ -12,22 +13,16 @@ the tolerance it was traced with.
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from nctl.core import pool
-from nctl.sequence import FMN
+sys.path.insert(0, str(Path.cwd()))  # the tests package, for the KT test's coin strings
+from tests.core.test_sequence_exact import coin_bits  # noqa: E402
 
-
-def coin_string(seed: int, n: int = 5000, coins: int = 7, switch: float = 0.005) -> np.ndarray:
-    """Bits from one of ``coins`` biased coins, the coin redrawn with probability ``switch`` per step."""
-    rng = np.random.default_rng(seed)
-    bias, coin, bits = rng.uniform(size=coins), 0, []
-    for _ in range(n):
-        if rng.uniform() < switch:
-            coin = rng.integers(coins)
-        bits.append(int(rng.uniform() < bias[coin]))
-    return np.array(bits)
+from nctl.core import pool  # noqa: E402
+from nctl.sequence import FMN  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +33,7 @@ def main() -> None:
     if args.float64_tolerance is not None:
         pool.TIE_TOLERANCE["float64"] = args.float64_tolerance
     for seed in range(args.strings):
-        run = FMN(depth=15, joint_evidence=False).run(coin_string(seed))
+        run = FMN(depth=15, joint_evidence=False).run(coin_bits(np.random.default_rng(seed), 5000, switch=0.005))
         print(json.dumps({"seed": seed, "float64_tolerance": pool.tie_tolerance(np.float64),
                           "log_evidence": float(np.asarray(run.evidence).reshape(-1)[-1]),
                           "pool_events": np.asarray(run.events)[-1].tolist()}), flush=True)
