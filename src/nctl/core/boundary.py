@@ -279,7 +279,7 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: Engine
     read_by_write = jnp.zeros((E, N), bool).at[jnp.where(read, pending.source, E), neurons].set(True, mode="drop")
     pinned = _pinned(net, kept, cfg)
     usable = ~in_pool & ~read_by_write
-    rank = jnp.argsort(jnp.where(usable, pinned.astype(jnp.int32), 2) * E + jnp.arange(E)[:, None], axis=0, stable=True)
+    rank = pool.stable_order(jnp.where(usable, pinned.astype(jnp.int32), 2) * E + jnp.arange(E, dtype=jnp.int32)[:, None])
     nth = jnp.cumsum(writes, axis=0) - 1  # [X, N]
     target = jnp.take_along_axis(rank, jnp.maximum(nth, 0), axis=0)  # [X, N]
 
@@ -419,9 +419,22 @@ def reserve_records(state: State, cfg: EngineConfig):
         return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
 
     held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
-    # the first P unheld rows, in order: a top-k of the unheld flags (ties go to the lower row), which
-    # XLA:CPU computes in one pass where ``nonzero`` takes a prefix sum over the arena in several
-    found, first = jax.lax.top_k((~held).astype(jnp.float32), cfg.chunk)
-    free = jnp.where(found > 0, first, -1)
-    state = state._replace(records=records._replace(free=free.astype(jnp.int32), ok=jnp.all(free >= 0)))
+    free = first_unheld(held, cfg.chunk)
+    state = state._replace(records=records._replace(free=free, ok=jnp.all(free >= 0)))
     return state, jnp.sum(~held, dtype=jnp.int32)
+
+
+FREE_SEARCH_BLOCK = 256  # rows per block of the search for free record rows
+
+
+def first_unheld(held, count: int):
+    """The first ``count`` rows not ``held`` [rows], in order, -1 past the last. Top-k picks them (its
+    ties go to the lower index; XLA:CPU computes it in one pass where ``nonzero`` takes a prefix sum over
+    the arena in several) in two rounds: the first ``count`` blocks of ``FREE_SEARCH_BLOCK`` rows that
+    hold a free row, then the first ``count`` free rows among theirs, so that no top-k spans the arena."""
+    size = FREE_SEARCH_BLOCK
+    blocks = -(-held.shape[0] // size)
+    free = jnp.pad(~held, (0, blocks * size - held.shape[0])).reshape(blocks, size)  # padding: not free
+    _, chosen = jax.lax.top_k(jnp.any(free, axis=1).astype(jnp.float32), min(count, blocks))
+    found, at = jax.lax.top_k(free[chosen].reshape(-1).astype(jnp.float32), count)
+    return jnp.where(found > 0, chosen[at // size] * size + at % size, -1).astype(jnp.int32)

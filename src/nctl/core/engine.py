@@ -41,7 +41,7 @@ import numpy as np
 from jax.nn import logsumexp, softmax
 
 from nctl.core import gating, gln, mixing, native, programs, reservoir, tree
-from nctl.core.pool import PoolConfig, member_log_prior
+from nctl.core.pool import PoolConfig, member_log_prior, stable_order
 from nctl.core.rows import GGMRows, KTRows
 
 
@@ -448,7 +448,7 @@ def with_record_contexts(state: State) -> State:
 def _roster(in_pool, order, k: int):
     """[k, N]: the entries in the pool in pool order, padded with -1."""
     big = jnp.iinfo(jnp.int32).max
-    ranked = jnp.argsort(jnp.where(in_pool, order, big), axis=0, stable=True)[:k].astype(jnp.int32)
+    ranked = stable_order(jnp.where(in_pool, order, big))[:k]
     return jnp.where(jnp.take_along_axis(in_pool, ranked, axis=0), ranked, -1)
 
 

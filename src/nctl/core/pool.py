@@ -90,6 +90,19 @@ def select_winner(loglik, valid, tolerance: float):
     return jnp.argmax(tied, axis=0).astype(jnp.int32)
 
 
+def stable_order(keys):
+    """The indices that sort ``keys`` [n, ...] ascending along the first axis, equal keys in index order
+    (a stable argsort), by counting: element ``i`` goes to position ``#{j: k_j < k_i} + #{j < i: k_j = k_i}``.
+    O(n^2) comparisons and no sort: for the pool's short axes, where XLA:CPU's sort of a key and an
+    index costs several times more (§6.9)."""
+    n = keys.shape[0]
+    index = jnp.arange(n, dtype=jnp.int32).reshape((n,) + (1,) * (keys.ndim - 1))
+    mine, other = keys[:, None], keys[None, :]  # [i, j, ...]
+    ahead = (other < mine) | ((other == mine) & (index[None, :] < index[:, None]))
+    position = jnp.sum(ahead, axis=1, dtype=jnp.int32)  # [i, ...]
+    return jnp.sum(jnp.where(position[None, :] == index[:, None], index[None, :], 0), axis=1, dtype=jnp.int32)
+
+
 def evidence_start(records: int):
     """Accumulator of the skip test's pool evidence ``E0`` (§4.5 step 3) over a reservoir of ``records``:
     per-record probability sums, the log sum exp of per-member totals, and the member count."""
