@@ -53,6 +53,7 @@ GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
 # all of them (docs/algorithm.md §3.6) instead of fixing one.
 SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in range(1, 7)}))
 
+FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
 SAVE_FORMAT = 6  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
 # 5: PTW weights per split probability [S, A, N]; 6: each record's contexts)
@@ -164,16 +165,21 @@ class _OnlineLearner:
         """Learn one example. The row is checked now and learned at the latest when anything reads the
         learner: by the next ``predict_proba_one`` in the same compiled call (the river path's one call
         per example), else with the rows after it, ``PENDING_ROWS`` per call."""
-        x, y = np.asarray(x), np.asarray(y)
-        if x.ndim != 1:
-            raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        y = np.asarray(y)
         if y.ndim != 0:
             raise ValueError(f"y must be a single label, got shape {y.shape}")
         if self._state is None:  # the first example creates the state now (and checks that it fits)
+            x = np.asarray(x)
+            if x.ndim != 1:
+                raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
             self.learn_many(x[None], y[None])
             return
-        X, y = self._checked_batch(x[None], y[None])
-        self._pending.append((X[0], y[0]))
+        if self._forked:
+            raise RuntimeError(FORKED_LEARNS)
+        x = _check_features(x, self.n_features_)
+        if x.ndim != 1:
+            raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        self._pending.append((x, _check_labels(y, self.n_classes)))
         self.t_ += 1
         if len(self._pending) >= PENDING_ROWS:
             self._run_pending()
@@ -192,7 +198,7 @@ class _OnlineLearner:
     def _checked_batch(self, X, y):
         """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first rows."""
         if self._forked:
-            raise RuntimeError("a learner inside fork() only predicts; learn after the with block")
+            raise RuntimeError(FORKED_LEARNS)
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")

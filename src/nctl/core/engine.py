@@ -1068,9 +1068,10 @@ class _CompiledAhead:
             self._error = error
 
     def program(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        if self._program is None:  # compiling, failed, or lowered to nothing: wait for the thread
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
         return self._program
 
     def finish(self) -> None:
@@ -1211,7 +1212,7 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     if not state.schedule.t.committed:  # as the boundary program's outputs are: each program compiles once
         state = jax.device_put(state, jax.devices()[0])
     one_row = z_next is not None or X.shape[0] == 1  # a stream learned one row at a time (the river path)
-    programs_ahead(state, cfg, one_row)
+    first_cfg, ahead = cfg, programs_ahead(state, cfg, one_row)
     probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
@@ -1243,8 +1244,10 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         elif done < n:  # the tree outgrew max_depth
             state, cfg = _enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
-    for ahead in programs_ahead(state, cfg, one_row):  # ready before the stream goes on: no stall at its first
-        ahead.program()  # boundary, nor at the first prediction after it
+    if cfg is not first_cfg:
+        ahead = programs_ahead(state, cfg, one_row)
+    for program in ahead:  # ready before the stream goes on: no stall at its first boundary, nor at the
+        program.program()  # first prediction after it
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
 
 
