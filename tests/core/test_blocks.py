@@ -64,3 +64,58 @@ def test_detached_lineages_are_marked_whatever_their_count():
             want[lineage[m, :lineage_n[m]]] = True
         got = mark(jnp.asarray(held), jnp.asarray(detached), jnp.asarray(lineage), jnp.asarray(lineage_n))
         np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"share {share}")
+
+
+def test_the_first_unheld_rows_are_found_in_order_whatever_their_spread():
+    """§6.5: the first ``P`` rows not held, in row order, -1 past the last free one: free rows packed in
+    one block, spread one per block, fewer than ``P`` in all, none, and an arena shorter than a block."""
+    from nctl.core import boundary
+
+    rng = np.random.default_rng(3)
+    cases = [(5000, rng.random(5000) > 0.02), (5000, rng.random(5000) > 0.0005),
+             (2 * boundary.FREE_SEARCH_BLOCK * 40, np.arange(2 * boundary.FREE_SEARCH_BLOCK * 40) % 509 != 3),
+             (1000, np.ones(1000, bool)), (100, rng.random(100) > 0.5), (1200, np.arange(1200) < 1190)]
+    for rows, held in cases:
+        want = np.flatnonzero(~held)[:32]
+        want = np.concatenate([want, np.full(32 - len(want), -1)])
+        got = np.asarray(jax.jit(boundary.first_unheld, static_argnums=1)(jnp.asarray(held), 32))
+        np.testing.assert_array_equal(got, want, err_msg=f"{rows} rows, {int((~held).sum())} free")
+
+
+def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
+    """§6.4: before entry ``e`` of a neuron is overwritten, every continuing slot's attached member that reads
+    ``e`` takes ``e``'s lineage and (exact mode) its slot gets that neuron's missing blocks filled from the
+    sources as they are; a member of a slot past the continuing ones, a member reading another entry and
+    the other neurons keep theirs; a write no continuing member reads changes nothing."""
+    from nctl.core import boundary
+
+    cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
+    net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)
+    rng = np.random.default_rng(1)
+    R, C = cfg.pool.reservoir_size, cfg.contexts
+    pool_rows = jnp.asarray(rng.normal(size=net.pool_rows[0].shape).astype(np.float32))
+    source = net.source.at[0, 0, 0].set(1).at[0, 1, 0].set(0).at[3, 0, 0].set(1)  # slot, member, neuron
+    net = net._replace(pool_rows=(pool_rows,) + net.pool_rows[1:], source=source,
+                       lineage=net.lineage.at[1, 0, :5].set(jnp.arange(40, 45, dtype=jnp.int32)),
+                       lineage_n=net.lineage_n.at[1, 0].set(5), lineage_seen=net.lineage_seen.at[1, 0].set(9))
+    detach = jax.jit(boundary._detach, static_argnums=(3, 4))
+    writes = jnp.zeros(cfg.neurons, bool).at[0].set(True)
+    out = detach(net, writes, jnp.full(cfg.neurons, 1, jnp.int32), 2, cfg)  # slots 0 and 1 continue
+
+    np.testing.assert_array_equal(np.asarray(out.slot_lineage[0, 0, 0, :5]), np.arange(40, 45))
+    assert (int(out.slot_lineage_n[0, 0, 0]), int(out.slot_lineage_seen[0, 0, 0])) == (5, 9)
+    hit = np.zeros(net.detached.shape, bool)
+    hit[0, 0, 0] = True
+    np.testing.assert_array_equal(np.asarray(out.detached), np.asarray(net.detached) | hit)
+    for name in ("slot_lineage", "slot_lineage_n", "slot_lineage_seen"):
+        got, before = np.asarray(getattr(out, name)), np.asarray(getattr(net, name))
+        np.testing.assert_array_equal(got[~hit], before[~hit], err_msg=name)
+    blocks = np.asarray(out.block_of[0, 0])  # slot 0, neuron 0: every context materialised
+    assert np.all(blocks >= 0) and np.all(np.asarray(out.block_of[1:]) == np.asarray(net.block_of[1:]))
+    for c in range(C):  # member 0 from the entry about to be overwritten, member 1 from entry 0
+        np.testing.assert_array_equal(np.asarray(out.blocks[0][blocks[c], 0]), np.asarray(pool_rows[0, c, 1]))
+        np.testing.assert_array_equal(np.asarray(out.blocks[0][blocks[c], 1]), np.asarray(pool_rows[0, c, 0]))
+
+    unread = detach(net, writes, jnp.full(cfg.neurons, 2, jnp.int32), 2, cfg)  # no continuing member reads entry 2
+    for got, before in zip(jax.tree.leaves(unread), jax.tree.leaves(net)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(before))

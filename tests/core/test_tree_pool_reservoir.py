@@ -198,6 +198,30 @@ def test_a_merge_keeps_the_largest_keys_in_order_ties_by_position(monkeypatch, d
         np.testing.assert_array_equal(seen, seen_a + seen_b)
 
 
+def test_the_largest_keys_come_first_equal_keys_in_position_order():
+    """``reservoir.largest_first`` is ``top_k``'s answer for negative and -inf keys, ties included: many
+    equal keys, equal keys across the two halves, runs of -inf, and all keys equal."""
+    rng = np.random.default_rng(11)
+    pick = jax.jit(reservoir.largest_first, static_argnums=1)
+    for trial in range(30):
+        keys = -rng.choice([0.25, 0.5, 3.0, 7.0], 40) if trial % 3 == 0 else np.log(rng.random(40)) / rng.random()
+        keys[rng.random(40) < (0.3 if trial % 2 else 0.0)] = -np.inf
+        if trial == 29:
+            keys[:] = -1.5
+        want = np.lexsort((np.arange(40), -keys))[:17]  # largest first, equal keys by position (numpy)
+        np.testing.assert_array_equal(np.asarray(pick(jnp.asarray(keys), 17)), want, err_msg=str(keys))
+
+
+def test_stable_order_is_a_stable_argsort_along_the_first_axis():
+    rng = np.random.default_rng(2)
+    order = jax.jit(pool.stable_order)
+    for shape, values in (((31, 25), 4), ((7,), 3), ((16, 3, 2), 1000), ((1, 5), 2)):
+        keys = rng.integers(0, values, shape)
+        np.testing.assert_array_equal(np.asarray(order(jnp.asarray(keys))), np.argsort(keys, axis=0, kind="stable"))
+    keys = np.array([np.inf, -1.0, 2.5, -1.0, -np.inf, 2.5])
+    np.testing.assert_array_equal(np.asarray(order(jnp.asarray(keys))), np.argsort(keys, kind="stable"))
+
+
 def test_event_words_are_distinct_and_uniform():
     keys = np.asarray(reservoir.event_key(3, reservoir.SEGMENT_TAG, jnp.arange(1, 2001), 5000))
     assert len(set(keys.tolist())) == 2000

@@ -438,7 +438,8 @@ def first_unheld(held, count: int):
     """The first ``count`` rows not ``held`` [rows], in order, -1 past the last. Top-k picks them (its
     ties go to the lower index; XLA:CPU computes it in one pass where ``nonzero`` takes a prefix sum over
     the arena in several) in two rounds: the first ``count`` blocks of ``FREE_SEARCH_BLOCK`` rows that
-    hold a free row, then the first ``count`` free rows among theirs, so that no top-k spans the arena."""
+    hold a free row, then the first ``count`` free rows among theirs, so that no top-k spans the arena
+    (§6.5)."""
     size = FREE_SEARCH_BLOCK
     blocks = -(-held.shape[0] // size)
     free = jnp.pad(~held, (0, blocks * size - held.shape[0])).reshape(blocks, size)  # padding: not free
