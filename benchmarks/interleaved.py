@@ -1,0 +1,123 @@
+"""Two engines in one process, timed in turns: the river path's row (``predict_proba_one`` then
+``learn_one``) and the pool boundary, of this checkout's ``nctl`` against another checkout's, as JSON.
+
+On a shared 2-core machine the speed drifts by a tenth or more between runs, more than a change of a
+few percent; here both engines run in the same process, in alternating blocks of rows (and boundaries),
+so that a drift weighs on both alike and their ratio is what is reported. The other checkout's package
+is copied to a temporary folder as ``nctl_base`` (its imports renamed), so both import side by side.
+Rows: ``NCTL.tabular()`` (the river adapter's defaults) on the first Elec2 rows, its 8 features in
+column order, after 1,000 rows learned at once and 100 one at a time; the two engines' predictions are
+compared too. Boundaries:
+each engine's boundary program on the state due at a few steps, run on fresh copies in turns.
+
+    python benchmarks/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
+"""
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nctl.data.elec2 import read_elec2
+from nctl.data.location import resolve_data_dir
+from nctl.experiments.run import cpu_name
+
+WARM = 1000  # rows learned at once before the timed rows
+WARM_ONE_BY_ONE = 100  # and rows learned one at a time
+BOUNDARY_STEPS = (2048, 3072, 4096)  # boundaries timed (steps t = 0 mod P with several closes)
+BOUNDARY_TURNS = 30
+
+
+def import_renamed(checkout: Path, folder: Path):
+    """``checkout``'s ``src/nctl`` copied into ``folder`` as the package ``nctl_base`` and imported."""
+    target = folder / "nctl_base"
+    shutil.copytree(checkout / "src" / "nctl", target)
+    for path in target.rglob("*.py"):
+        text = path.read_text()
+        text = re.sub(r"\bfrom nctl([. ])", r"from nctl_base\1", text)
+        text = re.sub(r"\bimport nctl\b", "import nctl_base as nctl", text)
+        path.write_text(text.replace('"nctl.core.', '"nctl_base.core.'))  # the stored programs' module check
+    sys.path.insert(0, str(folder))
+    import nctl_base
+
+    return nctl_base
+
+
+def rows_in_turns(packages: dict, X, Y, block: int) -> dict:
+    """Microseconds per row of each package's ``NCTL.tabular()``, the rows in alternating blocks."""
+    learners = {name: package.NCTL.tabular() for name, package in packages.items()}
+    for learner in learners.values():  # then rows one at a time: the one-row programs compile before the timing
+        learner.learn_many(X[:WARM], Y[:WARM])
+        for i in range(WARM, WARM + WARM_ONE_BY_ONE):
+            learner.predict_proba_one(X[i])
+            learner.learn_one(X[i], Y[i])
+    spent, predictions = dict.fromkeys(learners, 0.0), {name: [] for name in learners}
+    names = list(learners)
+    for turn, start in enumerate(range(WARM + WARM_ONE_BY_ONE, len(X), block)):
+        for name in names if turn % 2 else names[::-1]:
+            learner, out, begin = learners[name], predictions[name], time.perf_counter()
+            for i in range(start, min(start + block, len(X))):
+                out.append(learner.predict_proba_one(X[i]))
+                learner.learn_one(X[i], Y[i])
+            spent[name] += time.perf_counter() - begin
+    rows = len(X) - WARM - WARM_ONE_BY_ONE
+    return {"us_per_row": {name: round(1e6 * s / rows, 1) for name, s in spent.items()},
+            "ratio": round(spent["this"] / spent["base"], 3), "same_predictions": predictions["this"] == predictions["base"]}
+
+
+def boundaries_in_turns(packages: dict, X, Y) -> list:
+    """Milliseconds (median) of each package's boundary program on the state due at each step of
+    ``BOUNDARY_STEPS``, run on fresh copies in turns, and whether the two give the same state."""
+    out = []
+    for steps in BOUNDARY_STEPS:
+        due = {}
+        for name, package in packages.items():
+            engine = package.core.engine
+            learner = package.NCTL.tabular()
+            learner.learn_many(X[:steps - 1], Y[:steps - 1])
+            Z, labels = engine._block(X[steps - 1:steps], Y[steps - 1:steps], 0)[:2]
+            state, outcome, _ = engine.run_steps(learner.state_, Z, labels, 1, learner.cfg_, None, Z[0], False)
+            assert engine.unpack(np.asarray(outcome), learner.cfg_)[3], "no boundary due"
+            due[name] = (state, engine.boundary_program(state, learner.cfg_).program())
+        times, results = {name: [] for name in due}, {}
+        for turn in range(BOUNDARY_TURNS):
+            for name in list(due) if turn % 2 else list(due)[::-1]:
+                state, program = due[name]
+                copy = jax.block_until_ready(jax.tree.map(jnp.copy, state))
+                begin = time.perf_counter()
+                results[name] = jax.block_until_ready(program(copy))
+                times[name].append(time.perf_counter() - begin)
+        same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(results["this"]), jax.tree.leaves(results["base"])))
+        medians = {name: float(np.median(t)) for name, t in times.items()}
+        out.append({"step": steps, "ms": {name: round(1e3 * m, 3) for name, m in medians.items()},
+                    "ratio": round(medians["this"] / medians["base"], 3), "same_state": same})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="the other checkout (its src/nctl is compared with this one's)")
+    parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--block", type=int, default=100, help="rows per turn")
+    parser.add_argument("--data-dir", default=None)
+    args = parser.parse_args()
+    data = read_elec2(Path(resolve_data_dir(args.data_dir)) / "elec2" / "elecNormNew.arff")
+    X, Y = data.features[:args.rows].astype(np.float32), data.labels[:args.rows].astype(np.int64)
+    import nctl
+
+    with tempfile.TemporaryDirectory() as folder:
+        packages = {"base": import_renamed(Path(args.base), Path(folder)), "this": nctl}
+        print(json.dumps({"cpu": cpu_name(), "base": str(args.base), "rows": rows_in_turns(packages, X, Y, args.block),
+                          "boundaries": boundaries_in_turns(packages, X, Y)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
