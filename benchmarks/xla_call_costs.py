@@ -12,6 +12,12 @@ as the engine's do):
 * ``buffers``: a call that takes ``n`` donated 4 KB arrays and gives them back, one of them changed:
   the cost per argument buffer, as the engine's state (about 45 arrays) pays it at every call.
 
+And ``sorts``, calls of one search each: the pool boundary's searches by XLA's sort and top-k against
+the engine's forms (docs/algorithm.md §6.5, §6.9): a reservoir merge's ``top_k`` of 200 float64 keys
+for each of 25 neurons against ``reservoir.largest_first`` (and the plain sort of the same keys as
+int64, what it is built from); a stable argsort of 31 x 25 pool keys against ``pool.stable_order``;
+the first 32 free rows of a 79,664-row record arena by one top-k against ``boundary.first_unheld``.
+
     python benchmarks/xla_call_costs.py [--calls 2000]
 """
 
@@ -94,6 +100,28 @@ def buffer_costs(sizes, calls: int) -> dict:
                                                   (last["buffers"] - first["buffers"]), 2)}
 
 
+def sort_costs(calls: int) -> dict:
+    from nctl.core import boundary, pool, reservoir
+
+    rng = np.random.default_rng(0)
+    keys = jnp.asarray(np.log(rng.random((25, 200))) / rng.uniform(1, 5, (25, 1)))
+    entries = jnp.asarray(rng.integers(0, 40, (31, 25)), jnp.int32)
+    held = jnp.asarray(rng.random(79664) > 0.001)
+    forms = {
+        "merge_top_k": (jax.jit(jax.vmap(lambda k: jax.lax.top_k(k, 100)[1])), keys),
+        "merge_largest_first": (jax.jit(jax.vmap(lambda k: reservoir.largest_first(k, 100))), keys),
+        "int64_sort_of_the_merge_keys": (jax.jit(lambda k: jnp.sort(jax.lax.bitcast_convert_type(k, jnp.int64))), keys),
+        "pool_argsort": (jax.jit(lambda e: jnp.argsort(e, axis=0, stable=True)), entries),
+        "pool_stable_order": (jax.jit(pool.stable_order), entries),
+        "free_rows_top_k": (jax.jit(lambda h: jax.lax.top_k((~h).astype(jnp.float32), 32)[1]), held),
+        "free_rows_first_unheld": (jax.jit(lambda h: boundary.first_unheld(h, 32)), held),
+    }
+    out = {}
+    for name, (program, argument) in forms.items():
+        out[name + "_us"] = round(per_call_us(lambda: np.asarray(program(argument)), calls), 1)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -101,7 +129,8 @@ def main() -> None:
     print(json.dumps({"cpu": cpu_name(), "jax": jax.__version__,
                       "chain": operation_costs(chain, (1, 10, 40), args.calls),
                       "independent": operation_costs(independent, (1, 10, 40), args.calls),
-                      "buffers": buffer_costs((1, 10, 45, 90), args.calls)}, indent=2))
+                      "buffers": buffer_costs((1, 10, 45, 90), args.calls),
+                      "sorts": sort_costs(args.calls)}, indent=2))
 
 
 if __name__ == "__main__":
