@@ -1246,8 +1246,8 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     obs = jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations) if observations else None
     if cfg is not first_cfg:
         ahead = programs_ahead(state, cfg, one_row)
-    for program in ahead:  # ready before the stream goes on: no stall at its first boundary, nor at the
-        program.program()  # first prediction after it
+    for compiled in ahead:  # ready before the stream goes on: no stall at its first boundary, nor at the
+        compiled.program()  # first prediction after it
     return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
 
 
