@@ -215,7 +215,8 @@ def test_the_largest_keys_come_first_equal_keys_in_position_order():
 def test_stable_order_is_a_stable_argsort_along_the_first_axis():
     rng = np.random.default_rng(2)
     order = jax.jit(pool.stable_order)
-    for shape, values in (((31, 25), 4), ((7,), 3), ((16, 3, 2), 1000), ((1, 5), 2)):
+    for shape, values in (((31, 25), 4), ((7,), 3), ((16, 3, 2), 1000), ((1, 5), 2),
+                          ((pool.COUNTED_ORDER_MAX, 4), 9), ((pool.COUNTED_ORDER_MAX + 1, 4), 9)):  # counted, sorted
         keys = rng.integers(0, values, shape)
         np.testing.assert_array_equal(np.asarray(order(jnp.asarray(keys))), np.argsort(keys, axis=0, kind="stable"))
     keys = np.array([np.inf, -1.0, 2.5, -1.0, -np.inf, 2.5])

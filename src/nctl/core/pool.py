@@ -90,12 +90,17 @@ def select_winner(loglik, valid, tolerance: float):
     return jnp.argmax(tied, axis=0).astype(jnp.int32)
 
 
+COUNTED_ORDER_MAX = 64  # axes this short are ordered by counting; longer ones (large pools) are sorted
+
+
 def stable_order(keys):
     """The indices that sort ``keys`` [n, ...] ascending along the first axis, equal keys in index order
-    (a stable argsort), by counting: element ``i`` goes to position ``#{j: k_j < k_i} + #{j < i: k_j = k_i}``.
-    O(n^2) comparisons and no sort: for the pool's short axes, where XLA:CPU's sort of a key and an
-    index costs several times more (§6.9)."""
+    (a stable argsort). Up to ``COUNTED_ORDER_MAX`` keys by counting: element ``i`` goes to position
+    ``#{j: k_j < k_i} + #{j < i: k_j = k_i}``, n^2 comparisons and no sort, for the pool's short axes,
+    where XLA:CPU's sort of a key and an index costs several times more (§6.9)."""
     n = keys.shape[0]
+    if n > COUNTED_ORDER_MAX:
+        return jnp.argsort(keys, axis=0, stable=True).astype(jnp.int32)
     index = jnp.arange(n, dtype=jnp.int32).reshape((n,) + (1,) * (keys.ndim - 1))
     mine, other = keys[:, None], keys[None, :]  # [i, j, ...]
     ahead = (other < mine) | ((other == mine) & (index[None, :] < index[:, None]))
