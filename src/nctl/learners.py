@@ -168,17 +168,14 @@ class _OnlineLearner:
         y = np.asarray(y)
         if y.ndim != 0:
             raise ValueError(f"y must be a single label, got shape {y.shape}")
-        if self._state is None:  # the first example creates the state now (and checks that it fits)
-            x = np.asarray(x)
-            if x.ndim != 1:
-                raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
-            self.learn_many(x[None], y[None])
-            return
         if self._forked:
             raise RuntimeError(FORKED_LEARNS)
         x = _check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        if self._state is None:  # the first example creates the state now (and checks that it fits)
+            self.learn_many(x[None], y[None])
+            return
         self._pending.append((x, _check_labels(y, self.n_classes)))
         self.t_ += 1
         if len(self._pending) >= PENDING_ROWS:
