@@ -119,18 +119,24 @@ def test_load_refuses_a_save_whose_arrays_do_not_fit_the_learner(tmp_path):
 
 
 
-@pytest.mark.parametrize("fmt", [3, 4, 5])
-def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt):
+@pytest.mark.parametrize("fmt", [3, 4, 5, 6])
+def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt, monkeypatch):
     """Format 3 kept each block's W lanes as one row of W * width; formats 3 and 4 kept one PTW weight
     per tree level (no split-probability axis); formats 3 to 5 kept no contexts per record (the loader
-    computes them from the records)."""
+    computes them from the records); formats 3 to 6 kept every layer's blocks in a free-stack arena and
+    did not say so. The learner here would now keep its first layer's blocks at fixed places."""
     X, y = stream_arrays(60)
-    model = nctl.NCTL(**SMALL_NCTL)
+    settings = dict(SMALL_NCTL, context_bits=1)
+    assert nctl.NCTL(**settings).engine_config(6).layers[0].fixed
+    monkeypatch.setattr(engine, "FIXED_BLOCKS_SLACK", 0.0)  # the layout of the older saves
+    model = nctl.NCTL(**settings)
     model.learn_many(X[:30], y[:30])
     model.save(tmp_path / "model.npz")
+    monkeypatch.undo()
     with np.load(tmp_path / "model.npz") as data:
         arrays = {key: data[key] for key in data.files}
     meta = json.loads(str(arrays.pop("meta")))
+    assert meta["shapes"].pop("fixed_blocks") == [False, False, False]
     paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(model.state_)]
     changed, old_arrays = [], []
     for i, path in enumerate(paths):
@@ -141,16 +147,62 @@ def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt):
         if path.endswith(".log_b") and fmt < 5:
             a = a[:, :, 0]
             changed.append(path)
-        if path.endswith(".record_contexts"):
+        if path.endswith(".record_contexts") and fmt < 6:
             changed.append(path)
             continue
         old_arrays.append(a)
-    assert len(changed) == 1 + (fmt < 5) + (len(SMALL["layer_sizes"]) if fmt == 3 else 0)
+    assert len(changed) == (fmt < 6) + (fmt < 5) + (len(SMALL["layer_sizes"]) if fmt == 3 else 0)
     meta["format"] = fmt
     np.savez(tmp_path / "old.npz", meta=np.array(json.dumps(meta)),
              **{f"leaf_{i}": a for i, a in enumerate(old_arrays)})
     old = nctl.load(tmp_path / "old.npz")
+    assert not any(shape.fixed for shape in old.cfg_.layers)
     np.testing.assert_array_equal(old.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
+
+
+def test_small_layers_keep_their_blocks_at_fixed_places_and_large_ones_in_free_stacks():
+    """``engine.configure`` (docs/algorithm.md §6.2): the river defaults' layers would fill 94% of their
+    fixed places at full depth, so they keep them; the Split MNIST network's arenas grow with the tree."""
+    tabular = nctl.NCTL.tabular().engine_config(8)
+    assert all(shape.fixed and shape.blocks == tabular.slots * shape.neurons * tabular.contexts
+               for shape in tabular.layers)
+    assert tabular.layers[0].blocks <= engine.FIXED_BLOCKS_SLACK * engine.block_bound(
+        tabular.max_depth, tabular.contexts, tabular.chunk, tabular.layers[0].neurons)
+    split = nctl.NCTL.paper_split_mnist().engine_config(784)
+    assert not any(shape.fixed for shape in split.layers)
+    assert split.arena_depth < split.max_depth
+    forced = nctl.NCTL.tabular().engine_config(8, fixed_blocks=(False, True, False))
+    assert [shape.fixed for shape in forced.layers] == [False, True, False]
+
+
+def test_a_learner_with_fixed_blocks_saves_and_continues_exactly(tmp_path):
+    X, y = stream_arrays(60)
+    model = nctl.NCTL(**dict(SMALL_NCTL, context_bits=1))
+    assert [shape.fixed for shape in model.engine_config(6).layers] == [True, True, True]
+    model.learn_many(X[:30], y[:30])
+    model.save(tmp_path / "model.npz")
+    resumed = nctl.load(tmp_path / "model.npz")
+    assert resumed.cfg_ == model.cfg_
+    np.testing.assert_array_equal(resumed.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_a_tree_that_outgrows_its_depth_learns_exactly_like_a_deeper_one(fixed, monkeypatch):
+    """A growing tree past ``2^max_depth`` steps: the engine is enlarged by a level mid-stream (more
+    slots: fixed places for them after the others', or a longer free stack), and it predicts as an
+    engine sized for the deeper tree from the start (to the last bits of a sum over more slots)."""
+    from nctl import learners
+
+    if not fixed:
+        monkeypatch.setattr(engine, "FIXED_BLOCKS_SLACK", 0.0)
+    X, y = stream_arrays(44, n_features=3)
+    settings = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=2, reservoir_size=4, seed=2)
+    expected = nctl.NCTL(**settings).learn_many(X, y)
+    monkeypatch.setattr(learners, "DEFAULT_MAX_DEPTH", 5)
+    shallow = nctl.NCTL(**settings)
+    got = shallow.learn_many(X, y)
+    assert shallow.cfg_.max_depth == 6 and [shape.fixed for shape in shallow.cfg_.layers] == [fixed, fixed]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("make, n_classes", LEARNERS)

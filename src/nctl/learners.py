@@ -55,9 +55,9 @@ SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
-SAVE_FORMAT = 6  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
-# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts)
-READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6), "NCTL": (3, 4, 5, 6)}
+SAVE_FORMAT = 7  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
+# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts; 7: layers with fixed blocks)
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -528,19 +528,20 @@ class NCTL(_OnlineLearner):
                           self.eviction, self.trained_members).validate()
 
     def engine_config(self, n_features: int, max_depth: int | None = None, record_rows: int | None = None,
-                      arena_depth: int | None = None, full: bool = False) -> engine.EngineConfig:
+                      arena_depth: int | None = None, full: bool = False,
+                      fixed_blocks: tuple | None = None) -> engine.EngineConfig:
         """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6): room for
         a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
-        small and grow with it (``engine.lean_arena_depth``) unless ``full``."""
+        small and grow with it (``engine.lean_arena_depth``) unless ``full``; the layers with fixed
+        blocks are ``fixed_blocks``, by default the engine's choice (``engine.configure``)."""
         rows = GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
         cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
-                               tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth)
+                               tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth,
+                               fixed_blocks)
         if self.depth is None and arena_depth is None and not full:
-            cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
-                                   tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows,
-                                   engine.lean_arena_depth(cfg, 0))
+            cfg = engine.configured(cfg, arena_depth=engine.lean_arena_depth(cfg, 0))
         return cfg
 
     @property
@@ -645,10 +646,12 @@ class NCTL(_OnlineLearner):
 
     def _shape_meta(self) -> dict:
         return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows,
-                "arena_depth": self.cfg_.arena_depth}
+                "arena_depth": self.cfg_.arena_depth, "fixed_blocks": [s.fixed for s in self.cfg_.layers]}
 
     def _restore_template(self, n_features: int, shapes: dict):
-        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"])
+        fixed = shapes.get("fixed_blocks", [False] * len(self.layer_sizes))  # saves before format 7: free stacks
+        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"],
+                                       fixed_blocks=tuple(fixed))
         return self._fresh_state(n_features, self.cfg_)
 
     def _after_restore(self, shapes: dict, fmt: int) -> None:

@@ -6,7 +6,8 @@ layers, 2 context bits), pool sizes 0-3, ``min_segment`` 1-4, binary and 3 class
 growing depth, per-example and joint skip evidence, fifo and spacing eviction and bounded mode,
 each run through the vectorised code path of the engine, five of them, which between them have
 every one of those features, through the per-slot path too, and three through the loop over chunks of
-live slots, with reservoirs at least as long as the stream
+live slots; seven keep their blocks at fixed places, and a growing and a bounded one run with free
+stacks too (§6.2); with reservoirs at least as long as the stream
 (nothing is sampled): every prediction agrees within 1e-6 and the pool event counts of every
 neuron are equal, after half the stream and at its end. The reference is sized like the learner
 (``D_max``: its depth, or 20 when it grows, §6.3), and in bounded mode a pool write may reuse the
@@ -60,6 +61,9 @@ PER_SLOT = ["k0-binary-grow-L1", "k3-3class-grow-L4-joint-spacing", "k2-binary-D
 # the loop over chunks of live slots (small layers on a CPU, §6.2), 3 slots a round: a fixed depth of 7 (8 slots
 # in chunks of 3, the last padded) with a pool, a growing tree of three class networks, and bounded mode
 CHUNKED = ["k3-binary-D7-L2", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1"]
+# block arenas with free stacks (§6.2): the depth-7 cases with two-step segments have them anyway; the
+# others keep their blocks at fixed places, so a growing tree and bounded mode run with free stacks here
+FREE_STACKS = ["k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1"]
 
 # Cases where the engine departs from docs/algorithm.md (the reference follows the document): strict
 # expected failures, so a fixed engine shows up as XPASS and the entry is removed.
@@ -124,7 +128,8 @@ def assert_same_events(got, want, when):
 
 
 @pytest.mark.parametrize("case, code_path", [(case, "vectorised") for case in CASES]
-                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED])
+                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED]
+                         + [(case, "free stacks") for case in FREE_STACKS])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
     import nctl.core.boundary
     import nctl.core.engine
@@ -135,10 +140,14 @@ def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
     if code_path == "chunked":  # every layer's live slots, 3 at a time
         monkeypatch.setattr(nctl.core.engine, "CHUNKED_SLOT_BYTES", 0)
         monkeypatch.setattr(nctl.core.engine, "SLOT_CHUNK", 3)
+    if code_path == "free stacks":
+        monkeypatch.setattr(nctl.core.engine, "FIXED_BLOCKS_SLACK", 0.0)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
     if code_path == "chunked":
         assert all(shape.slot_chunk == 3 for shape in learner.engine_config(n_features).layers)
+    if code_path == "free stacks":
+        assert not any(shape.fixed for shape in learner.engine_config(n_features).layers)
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
     want, events_half, events_end, _ = reference_run(case, learner.hyperplanes(n_features))
     half = STEPS // 2

@@ -104,6 +104,7 @@ class LayerShape(NamedTuple):
     blocks: int  # A_i: blocks in the arena
     vectorised: bool  # code path: many slots at once, or a loop over the live slots one by one
     slot_chunk: int  # vectorised, on a CPU: slots per round of the loop over the live ones (all slots: no loop)
+    fixed: bool  # blocks at fixed places, (slot, neuron, context) -> (slot N_i + neuron) C + context; no free stack
 
 
 class EngineConfig(NamedTuple):
@@ -180,11 +181,18 @@ def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
     return neurons * per_neuron
 
 
+FIXED_BLOCKS_SLACK = 1.125  # a layer keeps its blocks at fixed places when that takes at most this many times
+# the blocks its arena would hold at full depth (and that arena is sized at once): §6.2
+
+
 def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tuple,
               n_classes: int, max_depth: int, record_rows: int | None = None,
-              arena_depth: int | None = None) -> EngineConfig:
+              arena_depth: int | None = None, fixed_blocks: tuple | None = None) -> EngineConfig:
     """An engine for trees up to ``max_depth`` whose block arenas hold trees up to ``arena_depth``
-    (default ``max_depth``; ``learn`` enlarges them as a growing tree deepens) (§6.2, §6.5)."""
+    (default ``max_depth``; ``learn`` enlarges them as a growing tree deepens) (§6.2, §6.5). Which
+    layers keep their blocks at fixed places: ``fixed_blocks`` (one bool per layer), by default those
+    where that costs at most ``FIXED_BLOCKS_SLACK`` times the arena's blocks at full depth, and that
+    arena is small enough to be sized at once."""
     pool = pool.validate()
     arena_depth = max_depth if arena_depth is None else min(arena_depth, max_depth)
     contexts = 2**context_bits
@@ -194,10 +202,17 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
         one_slot_bytes = n * pool.lanes * width * 4  # one slot's rows at one context
         shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised((max_depth + 1) * one_slot_bytes, rows),
-                                 _slot_chunk(max_depth + 1, one_slot_bytes)))
+                                 _slot_chunk(max_depth + 1, one_slot_bytes), False))
         offset += n
     cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
                        record_rows or 0, arena_depth, tuple(shapes))
+    if fixed_blocks is None:
+        eager = lean_arena_depth(cfg, 0) == max_depth
+        fixed_blocks = [eager and cfg.slots * s.neurons * contexts
+                        <= FIXED_BLOCKS_SLACK * block_bound(max_depth, contexts, pool.min_segment, s.neurons)
+                        for s in shapes]
+    cfg = cfg._replace(layers=tuple(s._replace(fixed=True, blocks=cfg.slots * s.neurons * contexts) if fixed else s
+                                    for s, fixed in zip(shapes, fixed_blocks)))
     return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
 
 
@@ -416,8 +431,8 @@ def _init_net(cfg: EngineConfig, normals, offsets, initial_pool) -> Net:
         pool_rows=tuple(pool_rows),
         blocks=tuple(jnp.zeros((s.blocks, W, s.width), cfg.rows.dtype) for s in cfg.layers),
         stamps=tuple(jnp.full((s.blocks, W), -1, jnp.int32) for s in cfg.layers) if bounded else None,
-        free=tuple(jnp.arange(s.blocks, dtype=jnp.int32)[::-1] for s in cfg.layers),
-        n_free=jnp.array([s.blocks for s in cfg.layers], jnp.int32),
+        free=tuple(jnp.arange(0 if s.fixed else s.blocks, dtype=jnp.int32)[::-1] for s in cfg.layers),
+        n_free=jnp.array([0 if s.fixed else s.blocks for s in cfg.layers], jnp.int32),
         in_pool=in_pool,
         age=jnp.zeros((E, N), jnp.int32),
         order=order,
@@ -477,12 +492,15 @@ def resize(state: State, old: EngineConfig, new: EngineConfig) -> State:
     fields.update({name: pad(getattr(nets, name), 1, dE, v) for name, v in entry_pads.items()})
     free = []
     for index, (a, b) in enumerate(zip(old.layers, new.layers)):
+        if b.fixed:  # more slots: their blocks come after the others' (slot-major places)
+            free.append(nets.free[index])
+            continue
         # the free stack keeps its free ids and gets the new blocks on top
         top = nets.n_free[:, index][:, None]
         at = jnp.arange(b.blocks, dtype=jnp.int32)[None, :]
         kept = jnp.take_along_axis(nets.free[index], jnp.minimum(at, a.blocks - 1), axis=1)
         free.append(jnp.where(at < top, kept, a.blocks + at - top))
-    grown = jnp.array([b.blocks - a.blocks for a, b in zip(old.layers, new.layers)], jnp.int32)
+    grown = jnp.array([0 if b.fixed else b.blocks - a.blocks for a, b in zip(old.layers, new.layers)], jnp.int32)
     nets = nets._replace(
         **fields,
         pool_rows=tuple(pad(rows, 3, dE) for rows in nets.pool_rows),
@@ -616,12 +634,17 @@ def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
 @jax.named_scope("allocate")
 def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, context):
     """New blocks for the (slot, neuron, context) items where ``need`` (arrays that broadcast together);
-    returns the net and the item's block (new where needed)."""
+    returns the net and the item's block (new where needed): the item's fixed place in a layer with
+    fixed blocks, else the top of the layer's free stack (§6.2)."""
     shape = cfg.layers[layer]
+    col = shape.offset + neuron
+    if shape.fixed:
+        ids = ((slot * shape.neurons + neuron) * cfg.contexts + context).astype(jnp.int32)
+        block = jnp.where(need, ids, net.block_of[slot, col, context])
+        return net._replace(block_of=net.block_of.at[slot, col, context].set(block)), block
     rank = (jnp.cumsum(need.reshape(-1)) - 1).reshape(need.shape)
     top = net.n_free[layer]
     ids = net.free[layer][jnp.clip(top - 1 - rank, 0, shape.blocks - 1)]
-    col = shape.offset + neuron
     block = jnp.where(need, ids, net.block_of[slot, col, context])
     block_of = net.block_of.at[slot, col, context].set(block)
     return net._replace(block_of=block_of, n_free=net.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
@@ -676,11 +699,16 @@ def _put(items: tuple, index: int, value) -> tuple:
 
 @jax.named_scope("free_blocks")
 def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
-    """Return the blocks of slots ``first .. stop - 1`` to their layers' free stacks."""
+    """Return the blocks of slots ``first .. stop - 1`` to their layers' free stacks (a layer with fixed
+    blocks has none: a slot's places wait for the next slot pushed at its stack position)."""
+    stacked = [index for index, shape in enumerate(cfg.layers) if not shape.fixed]
+    if not stacked:
+        return net
 
     def one_slot(p, net):
         free, n_free = list(net.free), net.n_free
-        for index, shape in enumerate(cfg.layers):
+        for index in stacked:
+            shape = cfg.layers[index]
             ids = net.block_of[p, shape.offset:shape.offset + shape.neurons].reshape(-1)
             held = ids >= 0
             at = unique_or_drop(n_free[index] + jnp.cumsum(held) - 1, held, shape.blocks)
@@ -1142,7 +1170,7 @@ def next_arena_enlargement(cfg: EngineConfig) -> EngineConfig | None:
     if cfg.arena_depth >= cfg.max_depth:
         return None
     first_outgrown = 2**cfg.arena_depth - cfg.chunk + 1  # the first t whose next P steps outgrow the arenas
-    return _configured(cfg, arena_depth=lean_arena_depth(cfg, first_outgrown))
+    return configured(cfg, arena_depth=lean_arena_depth(cfg, first_outgrown))
 
 
 def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
@@ -1155,7 +1183,7 @@ def doubled_records(cfg: EngineConfig, t: int | None) -> EngineConfig:
         if old == cfg and new.record_rows > cfg.record_rows:
             return new
     arenas = next_arena_enlargement(cfg) if t is not None and enlargement_near(cfg, t) else None
-    return _configured(cfg, record_rows=2 * cfg.record_rows, arena_depth=(arenas or cfg).arena_depth)
+    return configured(cfg, record_rows=2 * cfg.record_rows, arena_depth=(arenas or cfg).arena_depth)
 
 
 def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_features: int, observe: Observe,
@@ -1282,15 +1310,15 @@ def pad_to_grown(parts) -> list:
     return [np.pad(part, [(0, 0)] + [(0, s - n) for s, n in zip(shape, part.shape[1:])]) for part in parts]
 
 
-def _configured(cfg: EngineConfig, **sizes) -> EngineConfig:
+def configured(cfg: EngineConfig, **sizes) -> EngineConfig:
     """``cfg`` with other ``max_depth``, ``record_rows`` or ``arena_depth``, its layers sized for them."""
     wanted = cfg._replace(**sizes)
     return configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
-                     wanted.max_depth, wanted.record_rows, wanted.arena_depth)
+                     wanted.max_depth, wanted.record_rows, wanted.arena_depth, tuple(s.fixed for s in cfg.layers))
 
 
 def _enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
-    new = _configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
+    new = configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
     with _tables_lock:
         ahead = _enlargements_ahead.pop((cfg, new), None)
     if ahead is not None:  # compiling in the background: wait for it rather than compile it a second time
