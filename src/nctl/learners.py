@@ -83,6 +83,8 @@ def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
 
 def _check_labels(y, n_classes: int) -> np.ndarray:
     array = np.asarray(y)
+    if array.ndim == 0 and array.dtype.kind in "biu" and 0 <= array.item() < n_classes:  # one label, the usual kind
+        return array.astype(np.int32)
     if array.dtype.kind not in "biuf":
         raise ValueError(f"labels must be integers, got dtype {array.dtype}")
     if array.dtype.kind == "f" and not np.isfinite(array).all():

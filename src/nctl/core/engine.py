@@ -167,7 +167,7 @@ class EngineConfig(NamedTuple):
 
     @property
     def n_nets(self) -> int:
-        return len(self.positives)
+        return self.n_classes if self.n_classes > 2 else 1  # len(positives), without building it (per call)
 
 
 def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
@@ -1143,12 +1143,14 @@ def _ahead(programs_of: OrderedDict, state: State, cfg: EngineConfig, lower: Cal
     taken only then: the river path calls this for every row); the ``PROGRAMS_AHEAD_KEPT`` most
     recent."""
     with _tables_lock:
-        if cfg not in programs_of:
-            programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
+        ahead = programs_of.get(cfg)
+        if ahead is None:
+            ahead = programs_of[cfg] = _CompiledAhead(partial(lower, _shapes(state), cfg))
             while len(programs_of) > PROGRAMS_AHEAD_KEPT:
                 programs_of.popitem(last=False)
-        programs_of.move_to_end(cfg)
-        return programs_of[cfg]
+        else:
+            programs_of.move_to_end(cfg)
+        return ahead
 
 
 def _shapes(state):

@@ -140,5 +140,5 @@ def shift_levels(x):
 
 
 def depth_for(n_steps: int) -> int:
-    """``ceil(log2 n)``: the smallest tree that holds ``n`` steps."""
-    return int(np.ceil(np.log2(max(n_steps, 1))))
+    """``ceil(log2 n)``: the smallest tree that holds ``n`` steps (in integers: ``n - 1`` has that many bits)."""
+    return (max(int(n_steps), 1) - 1).bit_length()
