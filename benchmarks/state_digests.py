@@ -9,7 +9,9 @@ first layer is scored one neuron at a time with the CPU kernel and whose record 
 reused, which the small networks never reach (about a minute). Run
 at two commits (``PYTHONPATH=<checkout>/src``) and compare the lines. The records' contexts (kept since
 save format 6, derived from the records) are left out of the NCTL state's digest, so that it compares
-with commits before them.
+with commits before them; ``nctl_rows`` digests that state with the blocks in (slot, neuron, context)
+order and without the free stacks, so that it compares across block layouts (fixed places or free
+stacks, docs/algorithm.md §6.2).
 
     python benchmarks/state_digests.py
 """
@@ -39,6 +41,32 @@ def nctl_state(model):
     return model.state_._replace(nets=nets)
 
 
+def nctl_rows(model):
+    """``nctl_state`` with each layer's blocks (and their stamps, in bounded mode) put in (slot, neuron,
+    context) order for the live slots, zero where no block is held, whether a block is held in place of
+    the block ids, and without the free stacks: the same whether a layer keeps its blocks in a
+    free-stack arena or at fixed places (docs/algorithm.md §6.2)."""
+    state = nctl_state(model)
+    live = np.arange(model.cfg_.slots) < int(state.schedule.size)
+    block_of = np.where(live[None, :, None, None], np.asarray(state.nets.block_of), -1)  # [nets, S, N, C]
+
+    def in_place_order(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
+        out = []
+        for shape, arena in zip(model.cfg_.layers, per_block):
+            ids = block_of[:, :, shape.offset:shape.offset + shape.neurons].reshape(block_of.shape[0], -1)
+            arena = np.asarray(arena)
+            index = np.maximum(ids, 0).reshape(ids.shape + (1,) * (arena.ndim - 2))
+            held = (ids >= 0).reshape(index.shape)
+            out.append(np.where(held, np.take_along_axis(arena, index, axis=1), 0))
+        return tuple(out)
+
+    nets = state.nets._replace(blocks=in_place_order(state.nets.blocks), free=None, n_free=None,
+                               block_of=block_of >= 0)
+    if nets.stamps is not None:
+        nets = nets._replace(stamps=in_place_order(nets.stamps))
+    return state._replace(nets=nets)
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     for layers, d, bits, classes, seed in NETWORKS:
@@ -49,7 +77,7 @@ def main() -> None:
         gln = nctl.GLN(layer_sizes=layers, context_bits=bits, n_classes=classes, seed=seed)
         q = gln.learn_many(X, y)
         print(json.dumps({"network": [list(layers), d, bits, classes, seed], "nctl_state": digest(nctl_state(model)),
-                          "nctl_predictions": digest(p), "gln_state": digest(gln.state_), "gln_predictions": digest(q),
+                          "nctl_rows": digest(nctl_rows(model)), "nctl_predictions": digest(p), "gln_state": digest(gln.state_), "gln_predictions": digest(q),
                           "state_bytes": model.state_bytes(d)}))
     for layers, d, bits, classes, seed in (NETWORKS[2], NETWORKS[5]):
         X, y = rng.standard_normal((70, d)).astype(np.float32), rng.integers(0, classes, 70)
@@ -58,7 +86,7 @@ def main() -> None:
         p = model.learn_many(X, y)
         events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
         print(json.dumps({"bounded_network": [list(layers), d, bits, classes, seed], "nctl_state": digest(nctl_state(model)),
-                          "nctl_predictions": digest(p), "pool_events": events.tolist()}))
+                          "nctl_rows": digest(nctl_rows(model)), "nctl_predictions": digest(p), "pool_events": events.tolist()}))
     run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
     print(json.dumps(split_mnist_network(6000)))
@@ -73,7 +101,8 @@ def split_mnist_network(n: int) -> dict:
     model = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16, min_segment=32)
     p = model.learn_many(X, y)
     events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
-    return {"split_mnist_network": n, "nctl_state": digest(nctl_state(model)), "nctl_predictions": digest(p),
+    return {"split_mnist_network": n, "nctl_state": digest(nctl_state(model)), "nctl_rows": digest(nctl_rows(model)),
+            "nctl_predictions": digest(p),
             "pool_events": events.tolist()}
 
 
