@@ -8,7 +8,9 @@ is copied to a temporary folder as ``nctl_base`` (its imports renamed), so both 
 Rows: ``NCTL.tabular()`` (the river adapter's defaults) on the first Elec2 rows, its 8 features in
 column order, after 1,000 rows learned at once and 100 one at a time; the two engines' predictions are
 compared too. Boundaries:
-each engine's boundary program on the state due at a few steps, run on fresh copies in turns.
+each engine's boundary program on the state due at a few steps, run on fresh copies in turns, and the
+states they give compared with their blocks in (slot, neuron, context) order (``state_digests.
+in_place_order``: the engines may lay their blocks out apart, docs/algorithm.md §6.2).
 
     python benchmarks/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
 """
@@ -29,6 +31,7 @@ import numpy as np
 from nctl.data.elec2 import read_elec2
 from nctl.data.location import resolve_data_dir
 from nctl.experiments.run import cpu_name
+from state_digests import in_place_order
 
 WARM = 1000  # rows learned at once before the timed rows
 WARM_ONE_BY_ONE = 100  # and rows learned one at a time
@@ -78,7 +81,7 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
     ``BOUNDARY_STEPS``, run on fresh copies in turns, and whether the two give the same state."""
     out = []
     for steps in BOUNDARY_STEPS:
-        due = {}
+        due, cfgs = {}, {}
         for name, package in packages.items():
             engine = package.core.engine
             learner = package.NCTL.tabular()
@@ -86,7 +89,7 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
             Z, labels = engine._block(X[steps - 1:steps], Y[steps - 1:steps], 0)[:2]
             state, outcome, _ = engine.run_steps(learner.state_, Z, labels, 1, learner.cfg_, None, Z[0], False)
             assert engine.unpack(np.asarray(outcome), learner.cfg_)[3], "no boundary due"
-            due[name] = (state, engine.boundary_program(state, learner.cfg_).program())
+            due[name], cfgs[name] = (state, engine.boundary_program(state, learner.cfg_).program()), learner.cfg_
         times, results = {name: [] for name in due}, {}
         for turn in range(BOUNDARY_TURNS):
             for name in list(due) if turn % 2 else list(due)[::-1]:
@@ -95,7 +98,9 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
                 begin = time.perf_counter()
                 results[name] = jax.block_until_ready(program(copy))
                 times[name].append(time.perf_counter() - begin)
-        same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(results["this"]), jax.tree.leaves(results["base"])))
+        # compared with the blocks in (slot, neuron, context) order: the two engines may lay them out apart
+        ordered = {name: (in_place_order(state, cfgs[name]), unheld) for name, (state, unheld) in results.items()}
+        same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(ordered["this"]), jax.tree.leaves(ordered["base"])))
         medians = {name: float(np.median(t)) for name, t in times.items()}
         out.append({"step": steps, "ms": {name: round(1e3 * m, 3) for name, m in medians.items()},
                     "ratio": round(medians["this"] / medians["base"], 3), "same_state": same})

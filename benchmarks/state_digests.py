@@ -42,17 +42,21 @@ def nctl_state(model):
 
 
 def nctl_rows(model):
-    """``nctl_state`` with each layer's blocks (and their stamps, in bounded mode) put in (slot, neuron,
+    """``nctl_state`` in (slot, neuron, context) order (``in_place_order``)."""
+    return in_place_order(nctl_state(model), model.cfg_)
+
+
+def in_place_order(state, cfg):
+    """``state`` with each layer's blocks (and their stamps, in bounded mode) put in (slot, neuron,
     context) order for the live slots, zero where no block is held, whether a block is held in place of
     the block ids, and without the free stacks: the same whether a layer keeps its blocks in a
     free-stack arena or at fixed places (docs/algorithm.md §6.2)."""
-    state = nctl_state(model)
-    live = np.arange(model.cfg_.slots) < int(state.schedule.size)
+    live = np.arange(cfg.slots) < int(state.schedule.size)
     block_of = np.where(live[None, :, None, None], np.asarray(state.nets.block_of), -1)  # [nets, S, N, C]
 
-    def in_place_order(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
+    def ordered(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
         out = []
-        for shape, arena in zip(model.cfg_.layers, per_block):
+        for shape, arena in zip(cfg.layers, per_block):
             ids = block_of[:, :, shape.offset:shape.offset + shape.neurons].reshape(block_of.shape[0], -1)
             arena = np.asarray(arena)
             index = np.maximum(ids, 0).reshape(ids.shape + (1,) * (arena.ndim - 2))
@@ -60,10 +64,9 @@ def nctl_rows(model):
             out.append(np.where(held, np.take_along_axis(arena, index, axis=1), 0))
         return tuple(out)
 
-    nets = state.nets._replace(blocks=in_place_order(state.nets.blocks), free=None, n_free=None,
-                               block_of=block_of >= 0)
+    nets = state.nets._replace(blocks=ordered(state.nets.blocks), free=None, n_free=None, block_of=block_of >= 0)
     if nets.stamps is not None:
-        nets = nets._replace(stamps=in_place_order(nets.stamps))
+        nets = nets._replace(stamps=ordered(nets.stamps))
     return state._replace(nets=nets)
 
 
