@@ -251,11 +251,16 @@ def assert_same_learner(a, b):
                                           np.asarray(sb.nets.blocks[layer][net])[used])
 
 
-@pytest.mark.parametrize("make, n_classes", LEARNERS[1:])
+FIXED_PLACES = pytest.param(lambda: nctl.NCTL(**dict(SMALL_NCTL, context_bits=1)), 2, id="nctl-fixed-places")  # §6.2
+
+
+@pytest.mark.parametrize("make, n_classes", LEARNERS[1:] + [FIXED_PLACES])
 def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_classes):
     X, y = stream_arrays(400, n_classes=n_classes, seed=4)
     test_rows = X[300:340]
     forked, plain = make(), make()
+    fixed = [shape.fixed for shape in forked.engine_config(X.shape[1]).layers]
+    assert fixed == ([True] * 3 if n_classes == 2 and forked.context_bits == 1 else [False] * 3)
     forked.learn_many(X[:200], y[:200])
     plain.learn_many(X[:200], y[:200])
     copy = plain.copy()
