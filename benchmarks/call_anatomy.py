@@ -63,7 +63,6 @@ def main() -> None:
         for i in range(WARM - 64, WARM):
             learner.predict_proba_one(X[i])
             learner.learn_one(X[i], Y[i])
-    cfg = river.cfg_
     Z, labels, _ = engine._block(X[:1], Y[:1], 0)
     probe = {"state": batched.state_}  # empty, predicting and passing calls run on this one
 
@@ -88,7 +87,8 @@ def main() -> None:
     def step_calls(predict):
         def run(_):
             for _ in range(n):
-                state, outcome, _ = engine.run_steps(probe["state"], Z, labels, 0, cfg, None, Z[0], predict)
+                state, outcome, _ = engine.run_steps(probe["state"], Z, labels, 0, batched.cfg_, None, Z[0],
+                                                    predict)
                 probe["state"] = state
                 np.asarray(outcome)
             batched.state_ = probe["state"]
