@@ -1,5 +1,5 @@
-"""The CPU kernel for a large layer's rows (docs/algorithm.md §6.11) against the row rule written out in
-numpy (float64), and its fallbacks."""
+"""The CPU kernel for a layer's rows (docs/algorithm.md §6.11) against the row rule written out in numpy
+(float64), and its fallbacks."""
 
 import os
 import subprocess
@@ -20,9 +20,11 @@ pytestmark = [
 
 ROWS = GGMRows(learning_rate=0.05, max_weight=1.5, weight_init="uniform")
 B, W, K, S, N, C, E = 40, 3, 37, 5, 4, 3, 4  # K not a multiple of the kernel's 16 partial sums
+# a layer of 2^18 products (8 slots x 16 neurons x 4 lanes x 512 weights): spread over the intra-op threads
+LARGE = dict(B=160, W=4, K=512, S=8, N=16)
 
 
-def case(seed=0, size=3):
+def case(seed=0, size=3, B=B, W=W, K=K, S=S, N=N):
     rng = np.random.default_rng(seed)
     blocks = rng.normal(0, 1, (B, W, K)).astype(np.float32)
     pool = rng.normal(0, 1, (N, C, E, K)).astype(np.float32)
@@ -39,6 +41,7 @@ def reference(blocks, pool, read, write, entry, stale, contexts, u, x, size):
     """The rule of §1.3 for every live lane, in float64: q of the lane's row (its block's, or its source
     where stale), and that row updated into the written block."""
     blocks = blocks.astype(np.float64)
+    (B, W, K), (S, N) = blocks.shape, read.shape
     new, q = blocks.copy(), np.full((S, N, W), 0.5)
     for p in range(size):
         for n in range(N):
@@ -65,14 +68,15 @@ def predict(*args):
     return native.ggm_rows(*args, rows=ROWS, learn=False)[1]
 
 
-def test_the_kernel_trains_the_live_rows_by_the_rule():
-    args = case()
+@pytest.mark.parametrize("shape", [{}, LARGE], ids=["small, on the calling thread", "large, threaded"])
+def test_the_kernel_trains_the_live_rows_by_the_rule(shape):
+    args = case(size=3, **shape)
     want_blocks, want_q = reference(*args)
     blocks, q = train(*map(jnp.asarray, args))
     np.testing.assert_allclose(np.asarray(q), want_q, rtol=1e-5, atol=1e-7)
     assert np.all(np.asarray(q)[3:] == 0.5)  # slots past the live ones
     np.testing.assert_allclose(np.asarray(blocks), want_blocks, rtol=1e-5, atol=1e-6)
-    untouched = np.setdiff1d(np.arange(B), args[3][:3])
+    untouched = np.setdiff1d(np.arange(args[0].shape[0]), args[3][:3])
     assert np.array_equal(np.asarray(blocks)[untouched], args[0][untouched])
 
 
@@ -131,13 +135,12 @@ def test_stored_rows_are_scored_in_place_as_gathered_rows_are():
     np.testing.assert_allclose(np.asarray(q), want, rtol=1e-5)
 
 
-def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
-    """The engine's step program for a layer computed slot by slot calls the kernel: the literal tests'
-    per-slot cases (tests/core/test_nctl_literal.py) check it against the reference network."""
+def test_the_engine_calls_the_kernel():
+    """The engine's step program calls the kernel for every layer: the literal tests' default cases
+    (tests/core/test_nctl_literal.py) check it against the reference network."""
     import nctl
     import nctl.core.engine
 
-    monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
     learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=3)
     learner.learn_one(np.zeros(3, np.float32), 1)
     state, cfg = learner.state_, learner.cfg_
@@ -146,27 +149,30 @@ def test_a_per_slot_engine_calls_the_kernel(monkeypatch):
     assert "nctl_train_rows" in text and "nctl_row_predictions" not in text  # exact mode: every member has a lane
 
 
-def test_layers_from_the_kernels_size_up_go_slot_by_slot_where_it_is_built(monkeypatch):
-    """The Split MNIST network (§6.11): its 784-input layer is larger than any vectorised layer, its
-    25-neuron layer (1.4 MB of slot blocks at one context) goes through the kernel where it is built and
-    is vectorised where it is not, and its output neuron is vectorised."""
+def test_every_layer_goes_through_the_kernel_where_it_is_built(monkeypatch):
+    """The Split MNIST network (§6.11): where the kernel is built it computes every layer; where it is
+    not, the 784-input layer (larger than any vectorised layer) goes slot by slot and the 25-neuron layer
+    and the output neuron are vectorised."""
     import nctl
     import nctl.core.engine
 
     learner = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16)
-    assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, False, True]
+    assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, False, False]
     monkeypatch.setattr(nctl.core.engine.native, "enabled", lambda: False)
     assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, True, True]
 
 
-def test_a_per_slot_learner_predicts_each_next_row_as_learning_does(monkeypatch):
+@pytest.mark.parametrize("lanes", [True, False], ids=["each lane from its row", "each pool entry once"])
+def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypatch):
     """Through the kernel, the river path (a frozen prediction of the next row, then learning it) gives
     ``learn_many``'s pre-update predictions and state to the last bit: every prediction of a row uses
-    one dot product, in a block or from a pool entry."""
+    one dot product, in a block or from a pool entry, whether a frozen prediction reads every lane's row
+    (a small layer) or predicts each pool entry once (a large one, §6.2)."""
     import nctl
     import nctl.core.engine
 
-    monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+    if not lanes:
+        monkeypatch.setattr(nctl.core.engine, "LANE_PREDICTION_BYTES", 0)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(70, 6)).astype(np.float32)
     y = (X[:, 0] + 0.3 * rng.normal(size=70) > 0).astype(int)
@@ -181,6 +187,8 @@ def test_a_per_slot_learner_predicts_each_next_row_as_learning_does(monkeypatch)
     np.testing.assert_array_equal(np.array(got), want)
     for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+    predict = jax.jit(lambda state, z: nctl.core.engine.predict_row(state, z, one.cfg_))
+    assert ("nctl_row_predictions" in predict.lower(one.state_, X[0]).as_text()) == (not lanes)  # the pool entries'
 
 
 @pytest.mark.parametrize("env, warns", [({"NCTL_NATIVE": "0"}, False), ({"CXX": "false"}, True)])

@@ -4,10 +4,12 @@ The reference shares no code with the engine: it is written from ``docs/algorith
 takes only the random gating hyperplanes from the learner. On tiny networks (2-3 inputs, 1-2
 layers, 2 context bits), pool sizes 0-3, ``min_segment`` 1-4, binary and 3 classes, fixed and
 growing depth, per-example and joint skip evidence, fifo and spacing eviction and bounded mode,
-each run through the vectorised code path of the engine, five of them, which between them have
-every one of those features, through the per-slot path too, and three through the loop over chunks of
-live slots; seven keep their blocks at fixed places, and a growing and a bounded one run with free
-stacks too (§6.2); with reservoirs at least as long as the stream
+each run through the engine's default code path (on a CPU where it is built, the kernel of §6.11 for
+every layer), five of them, which between them have every one of those features, through XLA's code
+computing many slots at once (every platform's code without the kernel) and as large layers (pool
+decisions one neuron at a time) too, and three through XLA's loop over chunks of live slots; seven keep
+their blocks at fixed places, and a growing and a bounded one run with free stacks too (§6.2); with
+reservoirs at least as long as the stream
 (nothing is sampled): every prediction agrees within 1e-6 and the pool event counts of every
 neuron are equal, after half the stream and at its end. The reference is sized like the learner
 (``D_max``: its depth, or 20 when it grows, §6.3), and in bounded mode a pool write may reuse the
@@ -52,14 +54,15 @@ CASES = {  # id -> (n_features, learner settings)
                                                 trained_members=2)),
 }
 BOUNDED = [case for case, (_, kwargs) in CASES.items() if kwargs.get("trained_members")]
-# the per-slot path (large layers: §6.2, §6.3, §6.11) on cases that between them have no pool and pools of
-# 2 and 3, both class counts, fixed and growing depth, both evidences and evictions, uniform weights, one
-# and two layers, bounded mode with 1 and 2 lanes and a cell reused while read: each case compiles its own
-# engine, so the suite runs the other four on the vectorised path only
-PER_SLOT = ["k0-binary-grow-L1", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1",
-            "k3-3class-grow-L2-spacing-bounded2-1layer", "k3-binary-D7-L1-bounded2-1layer"]
-# the loop over chunks of live slots (small layers on a CPU, §6.2), 3 slots a round: a fixed depth of 7 (8 slots
-# in chunks of 3, the last padded) with a pool, a growing tree of three class networks, and bounded mode
+# cases that between them have no pool and pools of 2 and 3, both class counts, fixed and growing depth,
+# both evidences and evictions, uniform weights, one and two layers, bounded mode with 1 and 2 lanes and a
+# cell reused while read: they also run through XLA's vectorised code and as large layers (§6.2, §6.3,
+# §6.11); each case compiles its own engine, so the suite runs the other five on the default path only
+EVERY_FEATURE = ["k0-binary-grow-L1", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1",
+                 "k3-3class-grow-L2-spacing-bounded2-1layer", "k3-binary-D7-L1-bounded2-1layer"]
+# XLA's loop over chunks of live slots (small layers on a CPU without the kernel, §6.2), 3 slots a round: a
+# fixed depth of 7 (8 slots in chunks of 3, the last padded) with a pool, a growing tree of three class
+# networks, and bounded mode
 CHUNKED = ["k3-binary-D7-L2", "k3-3class-grow-L4-joint-spacing", "k2-binary-D7-L1-bounded1"]
 # block arenas with free stacks (§6.2): the depth-7 cases with two-step segments have them anyway; the
 # others keep their blocks at fixed places, so a growing tree and bounded mode run with free stacks here
@@ -127,15 +130,17 @@ def assert_same_events(got, want, when):
             assert np.array_equal(g, w), f"{when}: network {k} layer {i}: got\n{g}\nreference\n{w} ({EVENT_KINDS})"
 
 
-@pytest.mark.parametrize("case, code_path", [(case, "vectorised") for case in CASES]
-                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED]
-                         + [(case, "free stacks") for case in FREE_STACKS])
+@pytest.mark.parametrize("case, code_path", [(case, "default") for case in CASES]
+                         + [(case, "vectorised") for case in EVERY_FEATURE] + [(case, "per-slot") for case in EVERY_FEATURE]
+                         + [(case, "chunked") for case in CHUNKED] + [(case, "free stacks") for case in FREE_STACKS])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
     import nctl.core.boundary
     import nctl.core.engine
 
-    if code_path == "per-slot":  # as a large layer: slot by slot, pool decisions one neuron at a time, the CPU kernel
-        monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)
+    if code_path in ("vectorised", "chunked"):  # XLA's code, as without the kernel
+        monkeypatch.setattr(nctl.core.engine, "kernel_trains", lambda rows: False)
+    if code_path == "per-slot":  # as a large layer: slot by slot (the kernel where built), pool decisions
+        monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)  # one neuron at a time
         monkeypatch.setattr(nctl.core.boundary, "SCORE_BYTES", 0)
     if code_path == "chunked":  # every layer's live slots, 3 at a time
         monkeypatch.setattr(nctl.core.engine, "CHUNKED_SLOT_BYTES", 0)
@@ -144,6 +149,8 @@ def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
         monkeypatch.setattr(nctl.core.engine, "FIXED_BLOCKS_SLACK", 0.0)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
+    if code_path in ("vectorised", "chunked"):
+        assert all(shape.vectorised for shape in learner.engine_config(n_features).layers)
     if code_path == "chunked":
         assert all(shape.slot_chunk == 3 for shape in learner.engine_config(n_features).layers)
     if code_path == "free stacks":

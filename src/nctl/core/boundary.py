@@ -61,7 +61,7 @@ def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net
 
     in_pool, pending, events = jax.lax.fori_loop(0, n_closes, close, (net.in_pool, pending, net.events))
     net = net._replace(events=events, next_order=net.next_order + X)
-    return _prune_and_write(net, in_pool, pending, now, adv.kept, cfg)
+    return _prune_and_write(net, in_pool, pending, n_closes, now, adv.kept, cfg)
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -263,7 +263,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
 # ----------------------------------------------------------------------------- pruning and writing
 
 
-def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: EngineConfig) -> Net:
+def _prune_and_write(net: Net, in_pool, pending: Pending, n_closes, now, kept, cfg: EngineConfig) -> Net:
     E, X, N, k = cfg.entries, cfg.max_closes, cfg.neurons, cfg.pool.capacity
     neurons = jnp.arange(N)
     alive = jnp.concatenate([in_pool, pending.valid])
@@ -288,7 +288,7 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, now, kept, cfg: Engine
                            net)
 
     net = net._replace(in_pool=in_pool)
-    net = jax.lax.fori_loop(0, X, write, net)
+    net = jax.lax.fori_loop(0, n_closes, write, net)  # the states of this boundary's closes
     return net._replace(roster=engine._roster(net.in_pool, net.order, k))
 
 

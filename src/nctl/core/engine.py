@@ -52,10 +52,12 @@ def jaxlib_version() -> tuple:
     return tuple(int(part) for part in __version__.split(".")[:2])
 
 
-VECTORISED_LAYER_BYTES = 4 * 2**20  # layers whose slot blocks at one context fit in this many bytes are
-# computed several slots at once (SLOT_CHUNK); larger layers loop over the live slots one by one
-KERNEL_LAYER_BYTES = 2**20  # where the CPU kernel trains GGM rows (§6.11), layers above this size go slot by
-# slot too: the kernel reads only the live slots' rows, in place, where the vectorised code gathers all slots'
+VECTORISED_LAYER_BYTES = 4 * 2**20  # without the CPU kernel (§6.11), layers whose slot blocks at one context
+# fit in this many bytes are computed several slots at once (SLOT_CHUNK); larger layers loop over the live
+# slots one by one. Where the kernel trains GGM rows, it computes every layer's live slots in one call
+LANE_PREDICTION_BYTES = 2**20  # a frozen prediction of a layer not computed by XLA many slots at once reads
+# every lane's row as a step does where the slots' rows at one context take at most this many bytes; a
+# larger layer predicts each pool entry once (source_predictions, §6.2)
 SLOT_CHUNK = 8  # on a CPU a small layer computes its live slots' rows in equal chunks of at most this many
 # slots (§6.2; other platforms compute every slot at once)
 CHUNKED_SLOT_BYTES = 4096  # but only where one slot's rows at one context take at least this many bytes: for
@@ -217,11 +219,12 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
 
 
 def _vectorised(slot_bytes: int, rows) -> bool:
-    """Whether a layer whose slot blocks at one context take ``slot_bytes`` is computed many slots at
-    once (§6.2), or slot by slot (and then, on a CPU with the kernel built, through the kernel, §6.11)."""
-    if slot_bytes > VECTORISED_LAYER_BYTES:
+    """Whether a layer whose slot blocks at one context take ``slot_bytes`` is computed by XLA many
+    slots at once (§6.2), or otherwise: by the kernel, on a CPU where it is built (§6.11), else slot by
+    slot."""
+    if jax.default_backend() == "cpu" and kernel_trains(rows):
         return False
-    return not (slot_bytes > KERNEL_LAYER_BYTES and jax.default_backend() == "cpu" and kernel_trains(rows))
+    return slot_bytes <= VECTORISED_LAYER_BYTES
 
 
 def _slot_chunk(slots: int, one_slot_bytes: int) -> int:
@@ -764,7 +767,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     write = unique_or_drop(block, live[:, None], shape.blocks)
     # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
     # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
-    whole = not cfg.pool.bounded and (learn or shape.vectorised)
+    whole = not cfg.pool.bounded and (learn or shape.vectorised
+                                      or cfg.slots * shape.neurons * W * shape.width * 4 <= LANE_PREDICTION_BYTES)
 
     @jax.named_scope("train_rows")
     def train(blocks, slot, lane_member, index, write_index, stale):
@@ -802,7 +806,7 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); a prediction reads
         the blocks only, as ``train`` does."""
         entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
-        new_lanes = stale if learn else jnp.zeros_like(stale)
+        new_lanes = stale if learn or whole else jnp.zeros_like(stale)
         return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
                                sched.size, cfg.rows, learn=learn)
 

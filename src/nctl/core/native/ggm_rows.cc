@@ -1,4 +1,4 @@
-// A large layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
+// A layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
 // (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions), and a pool decision's stored
 // states scored where they are stored (nctl_pool_predictions); all with one dot product.
 //
@@ -6,7 +6,8 @@
 // where the lane is new to the block), predicts q = clip(sigma(w . u), eps, 1 - eps) and writes
 // w <- clip(w - lr (q - x) u, -w_max, w_max) into its block: one pass over each row, where XLA gathers,
 // updates and scatters (three). The (slot, neuron) items write distinct blocks and run on XLA's
-// intra-op threads; each row's arithmetic is fixed, so results do not depend on the thread count.
+// intra-op threads (a small layer's on the calling thread); each row's arithmetic is fixed, so results
+// do not depend on the thread count.
 //
 // Under jax.vmap (vmap_method="expand_dims") every argument may carry a leading axis of the class
 // networks, of their count or of size 1 (shared by all): `Resolve` tells which.
@@ -157,7 +158,11 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
         Update(row, uu, learning_rate * (qv - *X.at(g)), max_weight, arena_out + ((g * B + to) * W + w) * K, K);
     }
   };
-  ParallelFor(threads, nets * S * N, one_item);
+  if (nets * S * N * W * K < kThreadedProducts) {  // a small layer: handing its items out costs more
+    for (int64_t item = 0; item < nets * S * N; ++item) one_item(item);
+  } else {
+    ParallelFor(threads, nets * S * N, one_item);
+  }
   return ffi::Error::Success();
 }
 
