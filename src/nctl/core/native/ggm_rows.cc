@@ -35,14 +35,17 @@ constexpr int64_t kThreadedProducts = 1 << 18;  // fewer multiply-adds than this
 #define NCTL_CLONES
 #endif
 
-// sum_i a[i] b[i], summed in a fixed order: kAccumulators strided partial sums, then the tail.
+// sum_i a[i] b[i], summed in a fixed order: kAccumulators strided partial sums, then the tail. A row
+// shorter than kAccumulators has no partial sums (they would all add +0 to +0: the same bits).
 NCTL_CLONES float Dot(const float* a, const float* b, int64_t k) {
-  float partial[kAccumulators] = {0.0f};
-  int64_t i = 0;
-  for (; i + kAccumulators <= k; i += kAccumulators)
-    for (int j = 0; j < kAccumulators; ++j) partial[j] += a[i + j] * b[i + j];
   float total = 0.0f;
-  for (int j = 0; j < kAccumulators; ++j) total += partial[j];
+  int64_t i = 0;
+  if (k >= kAccumulators) {
+    float partial[kAccumulators] = {0.0f};
+    for (; i + kAccumulators <= k; i += kAccumulators)
+      for (int j = 0; j < kAccumulators; ++j) partial[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < kAccumulators; ++j) total += partial[j];
+  }
   for (; i < k; ++i) total += a[i] * b[i];
   return total;
 }
