@@ -35,9 +35,11 @@ constexpr int64_t kThreadedProducts = 1 << 18;  // fewer multiply-adds than this
 #define NCTL_CLONES
 #endif
 
+#define NCTL_INLINE inline __attribute__((always_inline))
+
 // sum_i a[i] b[i], summed in a fixed order: kAccumulators strided partial sums, then the tail. A row
 // shorter than kAccumulators has no partial sums (they would all add +0 to +0: the same bits).
-NCTL_CLONES float Dot(const float* a, const float* b, int64_t k) {
+NCTL_INLINE float SumProducts(const float* a, const float* b, int64_t k) {
   float total = 0.0f;
   int64_t i = 0;
   if (k >= kAccumulators) {
@@ -50,17 +52,36 @@ NCTL_CLONES float Dot(const float* a, const float* b, int64_t k) {
   return total;
 }
 
-// q = clip(sigma(row . u), eps, 1 - eps): every prediction of a row in these kernels.
-float Predict(const float* row, const float* u, int64_t k, float eps) {
-  const float sigma = 1.0f / (1.0f + std::exp(-Dot(row, u, k)));
+// clip(sigma(a), eps, 1 - eps)
+NCTL_INLINE float Squash(float a, float eps) {
+  const float sigma = 1.0f / (1.0f + std::exp(-a));
   return std::min(std::max(sigma, eps), 1.0f - eps);
 }
 
-// out[i] = clip(row[i] - step u[i], -bound, bound); `out` may be `row`.
-NCTL_CLONES void Update(const float* row, const float* u, float step, float bound, float* out, int64_t k) {
-  for (int64_t i = 0; i < k; ++i) {
-    float value = row[i] - step * u[i];
-    out[i] = value < -bound ? -bound : (value > bound ? bound : value);
+// q = clip(sigma(row . u), eps, 1 - eps): every prediction of a row in these kernels.
+NCTL_CLONES float Predict(const float* row, const float* u, int64_t k, float eps) {
+  return Squash(SumProducts(row, u, k), eps);
+}
+
+// The W lanes of one (net, slot, neuron) item, each row W x K apart from `block`'s first, or where
+// `stale`, its source: pool entry `entry` of `pool` (the neuron's entries at its context), else `fresh`.
+// q of each row into `q`, and where `out` is given the updated row out[i] = clip(row[i] - step u[i],
+// -bound, bound), step = rate (q - x). One call per item: the products and updates inline.
+NCTL_CLONES void TrainLanes(const float* block, const bool* stale, const int32_t* entry, const float* pool,
+                            int64_t E, const float* fresh, const float* u, int64_t W, int64_t K, float eps,
+                            float rate, float x, float bound, float* out, float* q) {
+  for (int64_t w = 0; w < W; ++w) {
+    const float* row = block + w * K;
+    if (stale[w]) row = entry[w] >= 0 ? pool + std::min<int64_t>(entry[w], E - 1) * K : fresh;
+    const float qv = Squash(SumProducts(row, u, K), eps);
+    q[w] = qv;
+    if (!out) continue;
+    const float step = rate * (qv - x);
+    float* target = out + w * K;
+    for (int64_t i = 0; i < K; ++i) {
+      const float value = row[i] - step * u[i];
+      target[i] = value < -bound ? -bound : (value > bound ? bound : value);
+    }
   }
 }
 
@@ -142,24 +163,14 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
       std::fill(q_row, q_row + W, 0.5f);
       return;
     }
-    const float* uu = U.at(g);
     int64_t from = Read.at(g)[p * N + n];
     from = std::clamp<int64_t>(from < 0 ? from + B : from, 0, B - 1);  // as XLA's gather reads it
     const int64_t to = Write.at(g)[p * N + n];
     const bool learn = arena_out && 0 <= to && to < B;
-    const int64_t context = Context.at(g)[n];
-    for (int64_t w = 0; w < W; ++w) {
-      const int64_t lane = (p * N + n) * W + w;
-      const float* row = arena_in + ((g * B + from) * W + w) * K;
-      if (Stale.at(g)[lane]) {
-        const int32_t e = Entry.at(g)[lane];
-        row = e >= 0 ? Pool.at(g) + ((n * C + context) * E + std::min<int64_t>(e, E - 1)) * K : fresh.data();
-      }
-      const float qv = Predict(row, uu, K, prob_eps);
-      q_row[w] = qv;
-      if (learn)
-        Update(row, uu, learning_rate * (qv - *X.at(g)), max_weight, arena_out + ((g * B + to) * W + w) * K, K);
-    }
+    const int64_t lanes = (p * N + n) * W;
+    TrainLanes(arena_in + (g * B + from) * W * K, Stale.at(g) + lanes, Entry.at(g) + lanes,
+               Pool.at(g) + (n * C + Context.at(g)[n]) * E * K, E, fresh.data(), U.at(g), W, K, prob_eps,
+               learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row);
   };
   if (nets * S * N * W * K < kThreadedProducts) {  // a small layer: handing its items out costs more
     for (int64_t item = 0; item < nets * S * N; ++item) one_item(item);
