@@ -104,7 +104,8 @@ class LayerShape(NamedTuple):
     fan_in: int  # inputs including the bias
     width: int  # row length (GGM: fan_in; KT: 2)
     blocks: int  # A_i: blocks in the arena
-    vectorised: bool  # code path: many slots at once, or a loop over the live slots one by one
+    vectorised: bool  # code path: XLA's, many slots at once; else the CPU kernel where built, or a loop over the
+    # live slots one by one
     slot_chunk: int  # vectorised, on a CPU: slots per round of the loop over the live ones (all slots: no loop)
     fixed: bool  # blocks at fixed places, (slot, neuron, context) -> (slot N_i + neuron) C + context; no free stack
 

@@ -1,6 +1,6 @@
 """Hand-written CPU kernels for the engine, registered with XLA's FFI (docs/algorithm.md §6.11).
 
-``ggm_rows.cc`` trains a large layer's GGM rows in place (one pass over each row where XLA's gather,
+``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
 decision compares) with the same dot product. It is compiled on first use with the system's C++ compiler
 (``$CXX``, else ``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
