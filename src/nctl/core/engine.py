@@ -203,7 +203,7 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
     for n, fan_in in zip(layer_sizes, gln.fan_ins(n_features, layer_sizes)):
         width = rows.width(fan_in)
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
-        one_slot_bytes = n * pool.lanes * width * 4  # one slot's rows at one context
+        one_slot_bytes = slot_rows_bytes(n, pool.lanes, width)
         shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised((max_depth + 1) * one_slot_bytes, rows),
                                  _slot_chunk(max_depth + 1, one_slot_bytes), False))
         offset += n
@@ -217,6 +217,11 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
     cfg = cfg._replace(layers=tuple(s._replace(fixed=True, blocks=cfg.slots * s.neurons * contexts) if fixed else s
                                     for s, fixed in zip(shapes, fixed_blocks)))
     return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
+
+
+def slot_rows_bytes(neurons: int, lanes: int, width: int) -> int:
+    """Bytes of one slot's rows of a layer at one context (float32)."""
+    return neurons * lanes * width * 4
 
 
 def _vectorised(slot_bytes: int, rows) -> bool:
@@ -660,7 +665,7 @@ FILL_ROUND_BYTES = 2**16  # a fill round of a small layer copies up to this many
 def fill_round(shape: LayerShape, lanes: int) -> int:
     """Items filled per round: a layer's neuron count, or as many multiples of it as fit in
     ``FILL_ROUND_BYTES`` (the blocks a boundary creates for one slot then take one round in small layers)."""
-    return shape.neurons * max(1, FILL_ROUND_BYTES // (shape.neurons * lanes * shape.width * 4))
+    return shape.neurons * max(1, FILL_ROUND_BYTES // slot_rows_bytes(shape.neurons, lanes, shape.width))
 
 
 @jax.named_scope("fill_blocks")
@@ -768,8 +773,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     write = unique_or_drop(block, live[:, None], shape.blocks)
     # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
     # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
-    whole = not cfg.pool.bounded and (learn or shape.vectorised
-                                      or cfg.slots * shape.neurons * W * shape.width * 4 <= LANE_PREDICTION_BYTES)
+    whole = not cfg.pool.bounded and (learn or shape.vectorised or
+                                      cfg.slots * slot_rows_bytes(shape.neurons, W, shape.width) <= LANE_PREDICTION_BYTES)
 
     @jax.named_scope("train_rows")
     def train(blocks, slot, lane_member, index, write_index, stale):

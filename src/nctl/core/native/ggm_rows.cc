@@ -104,8 +104,14 @@ Arg<T> Resolve(const ffi::Buffer<D>& buffer, size_t rank, int64_t nets) {
 
 // Run work(item) for item in [0, count) on the caller and up to threads - 1 pool threads; returns when
 // every item is done. Late pool tasks find no item left and return (the state they share outlives them).
+// Work of fewer than kThreadedProducts multiply-adds in all runs on the caller alone: handing it out
+// would cost more than it does.
 template <typename Work>
-void ParallelFor(ffi::ThreadPool& pool, int64_t count, Work work) {
+void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t products, Work work) {
+  if (products < kThreadedProducts) {
+    for (int64_t item = 0; item < count; ++item) work(item);
+    return;
+  }
   struct Shared {
     std::atomic<int64_t> next{0}, done{0};
   };
@@ -172,11 +178,7 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
                Pool.at(g) + (n * C + Context.at(g)[n]) * E * K, E, fresh.data(), U.at(g), W, K, prob_eps,
                learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row);
   };
-  if (nets * S * N * W * K < kThreadedProducts) {  // a small layer: handing its items out costs more
-    for (int64_t item = 0; item < nets * S * N; ++item) one_item(item);
-  } else {
-    ParallelFor(threads, nets * S * N, one_item);
-  }
+  ParallelFor(threads, nets * S * N, nets * S * N * W * K, one_item);
   return ffi::Error::Success();
 }
 
@@ -254,11 +256,7 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
       out[item * J + j] = Predict(stored + std::clamp<int64_t>(Entry.at(g)[j], 0, E - 1) * K, U.at(g) + r * K, K,
                                   prob_eps);
   };
-  if (nets * R * J * K < kThreadedProducts) {  // a refine test's single state: handing it out costs more
-    for (int64_t item = 0; item < nets * R; ++item) one_record(item);
-  } else {
-    ParallelFor(threads, nets * R, one_record);
-  }
+  ParallelFor(threads, nets * R, nets * R * J * K, one_record);  // a refine test's single state: on the caller
   return ffi::Error::Success();
 }
 
