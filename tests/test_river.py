@@ -51,7 +51,7 @@ def test_predictions_equal_the_learners():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((40, N_FEATURES)).astype(np.float32)
     y = (X[:, 0] + X[:, 3] > 0).astype(int)
-    wrapper, learner = NCTLClassifier(**SMALL_NCTL), nctl.NCTL(**SMALL_NCTL)
+    wrapper, learner = NCTLClassifier(**SMALL_NCTL), nctl.NCTL.tabular(**SMALL_NCTL)  # the same defaults
     for x, label in zip(X, y):
         features = {f"x{i}": float(x[i]) for i in reversed(range(N_FEATURES))}  # vector order: sorted names
         assert wrapper.predict_proba_one(features)[True] == pytest.approx(

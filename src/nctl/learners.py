@@ -47,7 +47,8 @@ PAPER_NETWORKS = MappingProxyType({
 PAPER_POOL = MappingProxyType({"pool_size": 15, "eviction": "fifo", "min_segment": 32})
 # Defaults for tabular streams, chosen by benchmarks/tabular_defaults.py (docs/guide-river.md,
 # "Defaults"): the river and scikit-learn adapters start from them.
-TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2})
+TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2, "pool_size": 7,
+                            "min_segment": 64})
 GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
 # A grid of split probabilities, 2^-i and 1 - 2^-i for i = 1..6: ``split_prob=SPLIT_GRID`` mixes the PTWs of
 # all of them (docs/algorithm.md §3.6) instead of fixing one.

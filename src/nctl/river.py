@@ -105,9 +105,10 @@ class _Classifier(base.Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a river classifier; the parameters are the learner's, and so are the
-    defaults but three: ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``
-    (``nctl.learners.TABULAR``, chosen on six tabular streams against river's learners: docs/guide-river.md,
-    "Defaults"). ``nctl.NCTL``'s own defaults are the paper's Split MNIST network.
+    defaults but five: ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``,
+    ``pool_size=7``, ``min_segment=64`` (``nctl.learners.TABULAR``, chosen on six tabular streams against
+    river's learners: docs/guide-river.md, "Defaults"). ``nctl.NCTL``'s own defaults are the paper's Split
+    MNIST network.
 
     With ``depth=None`` the tree grows with the stream, so the stream may have any length; for a stream
     of known length ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start.
@@ -125,9 +126,9 @@ class NCTLClassifier(_Classifier):
         layer_sizes: tuple = TABULAR["layer_sizes"],
         context_bits: int = TABULAR["context_bits"],
         learning_rate: float = TABULAR["learning_rate"],
-        pool_size: int = NCTL.pool_size,
+        pool_size: int = TABULAR["pool_size"],
         depth: int | None = NCTL.depth,
-        min_segment: int = NCTL.min_segment,
+        min_segment: int = TABULAR["min_segment"],
         reservoir_size: int = NCTL.reservoir_size,
         refine_threshold: float = NCTL.refine_threshold,
         skip_threshold: float = NCTL.skip_threshold,

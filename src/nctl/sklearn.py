@@ -132,8 +132,8 @@ class GLNClassifier(_Classifier):
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
     learner's, except ``n_classes``, which comes from the labels, and the tabular defaults
-    ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2`` (``nctl.learners.TABULAR``;
-    docs/guide-river.md, "Defaults").
+    ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``, ``pool_size=7``,
+    ``min_segment=64`` (``nctl.learners.TABULAR``; docs/guide-river.md, "Defaults").
 
     It is used like ``GLNClassifier``; each new number of features or classes compiles the network
     again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
@@ -144,7 +144,7 @@ class NCTLClassifier(_Classifier):
     >>> from nctl.sklearn import NCTLClassifier
     >>> model = make_pipeline(StandardScaler(), NCTLClassifier(depth=12))  # 4,096 rows
     >>> model[-1].get_params()["pool_size"]
-    15
+    7
     """
 
     _learner_class = NCTL
@@ -154,9 +154,9 @@ class NCTLClassifier(_Classifier):
         layer_sizes: tuple = TABULAR["layer_sizes"],
         context_bits: int = TABULAR["context_bits"],
         learning_rate: float = TABULAR["learning_rate"],
-        pool_size: int = NCTL.pool_size,
+        pool_size: int = TABULAR["pool_size"],
         depth: int | None = NCTL.depth,
-        min_segment: int = NCTL.min_segment,
+        min_segment: int = TABULAR["min_segment"],
         reservoir_size: int = NCTL.reservoir_size,
         refine_threshold: float = NCTL.refine_threshold,
         skip_threshold: float = NCTL.skip_threshold,
