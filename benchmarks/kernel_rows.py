@@ -1,5 +1,6 @@
 """The CPU kernel's row training alone (docs/algorithm.md §6.11), on the shapes of the river defaults'
-first layer (16 neurons, 16 lanes of 9 weights, 21 slots, 4 contexts, 31 pool entries), as JSON: the
+first layer with the learner's pool of 15 (16 neurons, 16 lanes of 9 weights, 21 slots, 4 contexts, 31
+pool entries; the adapters' pool of 7 has 8 lanes), as JSON: the
 time of one call of ``nctl_train_rows`` for 0, 7, 14 and 21 live slots (medians of ``--calls`` calls,
 in turns), and the work per live slot (the slope). A call with no live slot is the call's own cost.
 
