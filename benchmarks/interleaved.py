@@ -47,7 +47,7 @@ def import_renamed(checkout: Path, folder: Path):
         text = path.read_text()
         text = re.sub(r"\bfrom nctl([. ])", r"from nctl_base\1", text)
         text = re.sub(r"\bimport nctl\b", "import nctl_base as nctl", text)
-        text = re.sub(r'"nctl_(\w+_rows|\w+_predictions)"', r'"nctl_base_\1"', text)  # its own CPU kernels' targets
+        text = re.sub(r'"nctl_(\w+)"', r'"nctl_base_\1"', text)  # its CPU kernels' FFI targets, under names of its own
         path.write_text(text.replace('"nctl.core.', '"nctl_base.core.'))  # the stored programs' module check
     sys.path.insert(0, str(folder))
     import nctl_base

@@ -775,11 +775,12 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
     whole = not cfg.pool.bounded and (learn or shape.vectorised or
                                       cfg.slots * slot_rows_bytes(shape.neurons, W, shape.width) <= LANE_PREDICTION_BYTES)
+    from_sources = learn or whole  # lanes new to their block read their source rows (else their blocks only)
 
     @jax.named_scope("train_rows")
     def train(blocks, slot, lane_member, index, write_index, stale):
         rows = blocks[index]
-        if learn or whole:
+        if from_sources:
             sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
             rows = jnp.where(stale[..., None], sources, rows)
         q = cfg.rows.predict(rows, u)
@@ -809,10 +810,10 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
 
     @jax.named_scope("train_rows")
     def train_native(blocks):
-        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); a prediction reads
-        the blocks only, as ``train`` does."""
+        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); lanes new to their
+        block read their sources where ``train``'s do (``from_sources``)."""
         entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
-        new_lanes = stale if learn or whole else jnp.zeros_like(stale)
+        new_lanes = stale if from_sources else jnp.zeros_like(stale)
         return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
                                sched.size, cfg.rows, learn=learn)
 
