@@ -116,23 +116,42 @@ def test_row_predictions_round_as_the_blocks_do():
     assert np.array_equal(np.asarray(q_rows)[:3][live], np.asarray(q_blocks)[:3][live])
 
 
-def test_stored_rows_are_scored_in_place_as_gathered_rows_are():
-    """A pool decision's scores (§4.5): each record's context picks a stored row of the neuron, each
-    entry a column; read in place they equal the same rows gathered and predicted one per record, to
-    the last bit, and the rule in float64 to rounding."""
+def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
+    """A pool decision's scores (§4.5): each record's context picks its neuron's pool entries and the
+    slot members' rows (a block's row, a pool entry or the fresh row), and its inputs are its clipped
+    logits in a table with the bias last. Read in place they equal the same rows and inputs gathered
+    and predicted one per record, to the last bit, and the rule in float64 to rounding; a neuron out of
+    range or a member not scored is not computed."""
     rng = np.random.default_rng(6)
     pool = rng.normal(0, 1, (N, C, E, K)).astype(np.float32)
-    R, n = 9, 2
-    contexts = rng.integers(0, C, R).astype(np.int32)
-    entries = np.int32([3, 0, 2])
-    u = rng.normal(0, 2, (R, K)).astype(np.float32)
-    q = jax.jit(lambda *a: native.pool_predictions(*a, ROWS.prob_eps))(pool, n, contexts, entries, u)
-    rows = pool[n, contexts[:, None], entries]  # [R, 3, K]
-    per_row = jax.jit(lambda r, v: native.row_predictions(r, v, ROWS.prob_eps))(rows, np.repeat(u[:, None], 3, 1))
-    assert np.array_equal(np.asarray(q), np.asarray(per_row))
-    want = np.clip(1 / (1 + np.exp(-np.einsum("rjk,rk->rj", rows.astype(np.float64), u))), ROWS.prob_eps,
-                   1 - ROWS.prob_eps)
-    np.testing.assert_allclose(np.asarray(q), want, rtol=1e-5)
+    blocks = rng.normal(0, 1, (5, 2, K)).astype(np.float32)  # 5 blocks of 2 lanes
+    R, T, offset, bound, bias, init = 9, 20, 3, 1.5, 1.0, 0.25
+    table = rng.normal(0, 2, (T, offset + K + 2)).astype(np.float32)  # inputs at columns offset .. offset + K - 2
+    neurons = np.int32([2, 0, -1])
+    contexts = rng.integers(0, C, (3, R)).astype(np.int32)
+    entries = np.int32([[3, 0, 2], [1, 1, 3], [0, 2, 3]])
+    rows = rng.choice([-1, -2, -4, 0, 3, 9], (2, 3, R)).astype(np.int32)  # fresh, entries 0 and 2, block rows
+    scored = np.array([[True, True, True], [True, False, True]])
+    score = jax.jit(lambda *a: native.pool_predictions(*a, offset, bound, bias, init, ROWS.prob_eps))
+    for ids in (rng.integers(0, T, (3, R)), rng.integers(0, T, R)):  # records per neuron, or the same for all
+        q = np.asarray(score(pool, blocks, neurons, contexts, entries, rows, scored, table, ids.astype(np.int32)))
+        assert q.shape == (3, R, 5) and np.all(q[2] == 0.5) and np.all(q[1, :, 4] == 0.5)
+        for b in range(2):
+            members = [np.where(code[:, None] >= 0, blocks.reshape(-1, K)[np.maximum(code, 0)],
+                                np.where(code[:, None] == -1, np.float32(init),
+                                         pool[neurons[b], contexts[b], np.maximum(-2 - code, 0)]))
+                       for code in rows[:, b]]
+            gathered = np.concatenate([pool[neurons[b], contexts[b][:, None], entries[b]], np.stack(members, 1)], 1)
+            records = ids[b] if ids.ndim == 2 else ids
+            u = np.concatenate([np.clip(table[records, offset:offset + K - 1], -bound, bound),
+                                np.full((R, 1), bias, np.float32)], axis=1)
+            u = np.repeat(u[:, None], 5, 1)
+            per_row = np.asarray(jax.jit(lambda r, v: native.row_predictions(r, v, ROWS.prob_eps))(gathered, u))
+            computed = np.array([True] * 3 + list(scored[:, b]))
+            assert np.array_equal(q[b][:, computed], per_row[:, computed])
+            want = np.clip(1 / (1 + np.exp(-np.einsum("rjk,rjk->rj", gathered.astype(np.float64), u))), ROWS.prob_eps,
+                           1 - ROWS.prob_eps)
+            np.testing.assert_allclose(q[b][:, computed], want[:, computed], rtol=1e-5)
 
 
 def test_the_engine_calls_the_kernel():

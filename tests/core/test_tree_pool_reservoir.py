@@ -200,16 +200,24 @@ def test_a_merge_keeps_the_largest_keys_in_order_ties_by_position(monkeypatch, d
 
 def test_the_largest_keys_come_first_equal_keys_in_position_order():
     """``reservoir.largest_first`` is ``top_k``'s answer for negative and -inf keys, ties included: many
-    equal keys, equal keys across the two halves, runs of -inf, and all keys equal."""
+    equal keys, equal keys across the two halves, runs of -inf, and all keys equal; so are its XLA code
+    (other platforms, no kernel) and its kernel under vmap (a merge per neuron)."""
     rng = np.random.default_rng(11)
-    pick = jax.jit(reservoir.largest_first, static_argnums=1)
+    picks = [jax.jit(reservoir.largest_first, static_argnums=1),
+             jax.jit(reservoir._largest_first_by_sorts, static_argnums=1)]
+    rows, wants = [], []
     for trial in range(30):
         keys = -rng.choice([0.25, 0.5, 3.0, 7.0], 40) if trial % 3 == 0 else np.log(rng.random(40)) / rng.random()
         keys[rng.random(40) < (0.3 if trial % 2 else 0.0)] = -np.inf
         if trial == 29:
             keys[:] = -1.5
         want = np.lexsort((np.arange(40), -keys))[:17]  # largest first, equal keys by position (numpy)
-        np.testing.assert_array_equal(np.asarray(pick(jnp.asarray(keys), 17)), want, err_msg=str(keys))
+        for pick in picks:
+            np.testing.assert_array_equal(np.asarray(pick(jnp.asarray(keys), 17)), want, err_msg=str(keys))
+        rows.append(keys)
+        wants.append(want)
+    batched = jax.jit(jax.vmap(lambda keys: reservoir.largest_first(keys, 17)))(jnp.asarray(np.stack(rows)))
+    np.testing.assert_array_equal(np.asarray(batched), np.stack(wants))
 
 
 def test_stable_order_is_a_stable_argsort_along_the_first_axis():

@@ -14,7 +14,6 @@ learned and before the closed slots are popped. Per class network and neuron it:
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -128,40 +127,24 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
     return in_pool, pending, events
 
 
+def _input_table(state: State, net: Net, layer: int, cfg: EngineConfig):
+    """Where a GGM layer's input logits of the records lie: ``(table, offset, bound)``, the logits of record
+    ``i`` being ``clip(table[i, offset : offset + K - 1], -bound, bound)`` (its bias input is last)."""
+    if layer == 0:
+        return state.records.z, 0, mixing.logit_bound(cfg.rows.prob_eps)
+    return net.hidden, sum(cfg.layer_sizes[: layer - 1]), float("inf")
+
+
 def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
     """The layer's input logits [..., K] of records ``ids`` [...]."""
     if not isinstance(cfg.rows, GGMRows):
         return jnp.ones(ids.shape + (1,), jnp.float32)
-    if layer == 0:
-        bound = mixing.logit_bound(cfg.rows.prob_eps)
-        u = jnp.clip(state.records.z[ids], -bound, bound)
-    else:
-        offset = sum(cfg.layer_sizes[: layer - 1])
-        u = net.hidden[ids][..., offset: offset + cfg.layer_sizes[layer - 1]]
+    table, offset, bound = _input_table(state, net, layer, cfg)
+    u = jnp.clip(table[ids][..., offset: offset + cfg.layers[layer].width - 1], -bound, bound)
     return jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
 
 
-def _probs(cfg: EngineConfig, weights, u, x, kernel: bool):
-    """``q(x)`` of rows ``weights`` [..., width] on inputs ``u`` [..., K] and targets ``x`` (float64);
-    where ``kernel``, with the CPU kernel's dot product (§6.11)."""
-    return mixing.prob(engine.row_predictions(cfg, weights, u, kernel), x)
-
-
-def _stored_probs(cfg: EngineConfig, stored, n, contexts, entries, u, x, kernel: bool):
-    """``q(x)`` [R, J] of the stored rows ``stored[n, contexts[r], entries[j]]`` (a layer's pool rows) on
-    the records' ``u`` [R, K] and ``x`` [R]; where ``kernel``, read in place by the CPU kernel (§6.11)."""
-    def gathered(stored):
-        return cfg.rows.predict(stored[n, contexts[:, None], entries], u[:, None])
-
-    if not kernel:
-        q = gathered(stored)
-    else:
-        q = jax.lax.platform_dependent(
-            stored, cpu=lambda s: native.pool_predictions(s, n, contexts, entries, u, cfg.rows.prob_eps), default=gathered)
-    return mixing.prob(q, x[:, None])
-
-
-SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close
+SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close by XLA's gathers
 
 
 class _Close(NamedTuple):
@@ -187,77 +170,121 @@ class _Close(NamedTuple):
 def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     """REFINE, SKIP or ADD for every neuron of ``layer`` (§4.5)."""
     shape = cfg.layers[layer]
-    cols = slice(shape.offset, shape.offset + shape.neurons)
     state, positive = close.state, close.positive
     seg_ids = jnp.maximum(close.segment, 0)
-    seg_u = _record_inputs(state, net, layer, cfg, seg_ids)
     seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
-    seg_c = net.record_contexts[seg_ids, cols].astype(jnp.int32)  # [R, N_i], as the steps gated them
-    weights = partial(engine.member_weights, net, layer, cfg)
+    seg_c = net.record_contexts[seg_ids, shape.offset:shape.offset + shape.neurons].astype(jnp.int32).T  # [N_i, R], as the steps gated them
     used = close.segment_used
+    joint = cfg.pool.joint_evidence
     tolerance = pool.tie_tolerance(cfg.rows.dtype)
+    k = cfg.pool.capacity
 
-    # neurons in batches (vectorised) whose stored rows at the records' contexts take about SCORE_BYTES;
-    # a layer scored one neuron at a time (a large layer, or a single neuron) runs only the tests its
-    # decisions need (§6.3)
-    per_neuron = cfg.pool.reservoir_size * (cfg.pool.capacity + 3) * shape.width * 4
+    # Where the CPU kernel computes the layer, it reads the rows and the records in place, so all the
+    # layer's neurons are scored at once and a test costs only the neurons that need it (§6.3). Else XLA
+    # gathers them: neurons in batches whose stored rows at the records' contexts take about SCORE_BYTES,
+    # each batch running every test; a larger layer one neuron at a time, running only the tests it needs.
+    per_neuron = cfg.pool.reservoir_size * (k + 3) * shape.width * 4
     batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
-    kernel = batch == 1 and engine.uses_kernel(cfg, shape)  # the kernel's calls are not batched over neurons
+    kernel = batch == 1 and engine.uses_kernel(cfg, shape)
 
-    def member_probs(slot, member, n, c, u, x):
-        """``q(x)`` [R] of ``member`` of ``slot`` at the records' contexts ``c`` [R] on ``u`` [R, K]: with the
-        kernel and fewer contexts than records, the member's C rows are gathered once and read by context
-        where they lie, else one row per record is gathered."""
-        if kernel and cfg.contexts < c.shape[0]:
-            rows = weights(slot, member, n, jnp.arange(cfg.contexts))  # [C, K]
-            return _stored_probs(cfg, rows[None, :, None], 0, c, jnp.zeros(1, jnp.int32), u, x, kernel)[:, 0]
-        return _probs(cfg, weights(slot, member, n, c), u, x, kernel)
+    def scores(neurons, needed, ids, c, x, entries, slots, members, on, count):
+        """``q(x)`` of ``neurons`` [B] on records ``ids`` ([B, R], or [R] for every neuron) at contexts ``c``
+        [B, R] with targets ``x`` (shaped as ``ids``): ``(stored, member)``, ``stored`` [B, R, J] under the
+        pool entries ``entries`` [B, J] and ``member(m)`` [B, R] under the member ``members[m]`` [B] of slot
+        ``slots[m]`` ([M]), which is scored where ``on[m]`` [B] and ``m < count``. Neurons not ``needed`` [B]
+        may be left unscored."""
+        in_axes = (0, 0, 0, 0 if ids.ndim == 2 else None)
 
-    def refine(n, col):
+        def gathered_stored(pool_rows):  # [B, R, J]
+            one = lambda n, c, e, ids: cfg.rows.predict(pool_rows[n, c[:, None], e],
+                                                        _record_inputs(state, net, layer, cfg, ids)[:, None])
+            return jax.vmap(one, in_axes)(neurons, c, entries, ids)
+
+        def gathered_member(m):  # [B, R]
+            one = lambda n, member, c, ids: cfg.rows.predict(engine.member_weights(net, layer, cfg, slots[m], member, n, c),
+                                                             _record_inputs(state, net, layer, cfg, ids))
+            return jax.vmap(one, in_axes)(neurons, members[m], c, ids)
+
+        if not kernel:
+            return mixing.prob(gathered_stored(net.pool_rows[layer]), x[..., None]), \
+                lambda m: mixing.prob(gathered_member(m), x)
+
+        # the kernel scores the pool entries and the members in one pass over the records (other
+        # platforms: the rows gathered, the members one by one)
+        def gathered(pool_rows):  # [B, R, J + M]
+            empty = jnp.full((slots.shape[0],) + c.shape, 0.5, cfg.rows.dtype)
+            q = jax.lax.fori_loop(0, count, lambda m, q: q.at[m].set(gathered_member(m)), empty)
+            return jnp.concatenate([gathered_stored(pool_rows), jnp.moveaxis(q, 0, -1)], axis=-1)
+
+        block, lane, owns = engine.member_row(net, layer, cfg, slots[:, None, None], members[..., None],
+                                              neurons[None, :, None], c[None])  # [M, B, R]
+        entry = engine.source_entry(net, layer, cfg, slots[:, None], members, neurons[None])  # [M, B]
+        rows = jnp.where(owns, jnp.maximum(block, 0) * net.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
+        table, offset, bound = _input_table(state, net, layer, cfg)
+        scored = on & needed & (jnp.arange(slots.shape[0]) < count)[:, None]
+        q = jax.lax.platform_dependent(net.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
+            pool_rows, net.blocks[layer], jnp.where(needed, neurons, -1), c, entries, rows, scored, table, ids, offset,
+            bound, mixing.BIAS_LOGIT, cfg.rows.init_value(shape.fan_in), cfg.rows.prob_eps), default=gathered)
+        q = mixing.prob(q, x[..., None])
+        J = entries.shape[-1]
+        return q[..., :J], lambda m: jax.lax.dynamic_index_in_dim(q, J + m, axis=-1, keepdims=False)
+
+    def refine(neurons, needed):
         """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
-        ids = jnp.maximum(close.carried[col], 0)
-        u = _record_inputs(state, net, layer, cfg, ids)
+        cols = shape.offset + neurons
+        ids = jnp.maximum(close.carried[cols], 0)  # [B, R]
         x = (state.records.y[ids] == positive).astype(jnp.float32)
-        c = net.record_contexts[ids, col].astype(jnp.int32)
-        new = jnp.log(member_probs(close.slot, close.winner[col], n, c, u, x))
-        parent = jnp.maximum(close.parent[col], 0)[None]
-        old = jnp.log(_stored_probs(cfg, net.pool_rows[layer], n, c, parent, u, x, kernel)[:, 0])
-        carried = jnp.arange(ids.shape[0]) < close.carried_n[col]
+        c = net.record_contexts[ids, cols[:, None]].astype(jnp.int32)
+        parent = jnp.maximum(close.parent[cols], 0)[:, None]
+        stored, member = scores(neurons, needed, ids, c, x, parent, close.slot[None], close.winner[cols][None],
+                                needed[None], 1)
+        new, old = jnp.log(member(0)), jnp.log(stored[..., 0])
+        carried = jnp.arange(ids.shape[-1]) < close.carried_n[cols][:, None]
         # the two log likelihoods compared, not their difference: the tie tolerance scales with them (§4.8)
-        return pool.beats(jnp.sum(jnp.where(carried, new, 0.0)), jnp.sum(jnp.where(carried, old, 0.0)),
+        return pool.beats(jnp.sum(jnp.where(carried, new, 0.0), axis=-1), jnp.sum(jnp.where(carried, old, 0.0), axis=-1),
                           cfg.pool.refine_threshold, tolerance)
 
-    def skip(n, col):
+    def skip(neurons, needed):
         """The pool explains the segment better than the winner (§4.5 step 3): ``E0 - E1 > beta``."""
-        c = seg_c[:, n]
-        roster = net.roster[:, col]  # the pool at the boundary's start, in pool order
-        alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), col]
-        stored = _stored_probs(cfg, net.pool_rows[layer], n, c, jnp.maximum(roster, 0), seg_u, seg_x, kernel)  # [R, k]
+        cols = shape.offset + neurons
+        roster = net.roster[:, cols].T  # [B, k]: the pool at the boundary's start, in pool order
+        alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), cols[:, None]]
+        # members: the winner, then the states stored by the longer segments closing at this boundary
+        pending = close.pending
+        slots = jnp.concatenate([close.slot[None], pending.slot])
+        members = jnp.concatenate([close.winner[cols][None], pending.winner[:, cols]])
+        on = jnp.concatenate([needed[None], pending.valid[:, cols]])
+        stored, member = scores(neurons, needed, seg_ids, seg_c[neurons], seg_x, jnp.maximum(roster, 0), slots, members,
+                                on, 1 + close.q)  # [B, R, k]
+        add = jax.vmap(lambda acc, probs, members: pool.evidence_add(acc, probs, members, used, joint))
 
-        def add_pending(j, acc):  # states stored by the longer segments closing at this boundary
-            probs = member_probs(close.pending.slot[j], close.pending.winner[j, col], n, c, seg_u, seg_x)
-            return pool.evidence_add(acc, probs[:, None], close.pending.valid[j, col][None], used, cfg.pool.joint_evidence)
+        def add_pending(j, acc):
+            return add(acc, member(1 + j)[..., None], pending.valid[j, cols][:, None])
 
-        acc = pool.evidence_add(pool.evidence_start(used.shape[0]), stored, alive, used, cfg.pool.joint_evidence)
-        acc = jax.lax.fori_loop(0, close.q, add_pending, acc)
-        e0 = pool.evidence(acc, used, cfg.pool.joint_evidence)
-        e1 = jnp.sum(jnp.where(used, jnp.log(member_probs(close.slot, close.winner[col], n, c, seg_u, seg_x)), 0.0))
+        start = jax.tree.map(lambda a: jnp.broadcast_to(a, neurons.shape + a.shape), pool.evidence_start(used.shape[0]))
+        acc = jax.lax.fori_loop(0, close.q, add_pending, add(start, stored, alive))
+        e0 = jax.vmap(lambda acc: pool.evidence(acc, used, joint))(acc)
+        e1 = jnp.sum(jnp.where(used, jnp.log(member(0)), 0.0), axis=-1)
         return pool.beats(e0, e1, cfg.pool.skip_threshold, tolerance)
 
-    def where_needed(needed, test, n, col):
-        """``needed & test(n, col)``; alone, the test runs only where some class network needs it."""
+    def where_needed(needed, test, neurons):
+        """``needed & test(neurons, needed)``; scored alone or by the kernel, the test runs only where some
+        neuron of some class network needs it."""
         if batch > 1:
-            return needed & test(n, col)
-        return needed & engine.when(engine.any_net(needed), lambda _: test(n, col), jnp.bool_(False))
+            return needed & test(neurons, needed)
+        return needed & engine.when(engine.any_net(jnp.any(needed)), lambda _: test(neurons, needed),
+                                    jnp.zeros_like(needed))
 
-    def neuron(n):
-        col = shape.offset + n
-        refined = where_needed(close.parent_in_pool[col], refine, n, col)
-        skipped = where_needed(close.nonempty[col] & ~refined, skip, n, col)  # a refine decides alone
+    def decide(neurons):
+        cols = shape.offset + neurons
+        refined = where_needed(close.parent_in_pool[cols], refine, neurons)
+        skipped = where_needed(close.nonempty[cols] & ~refined, skip, neurons)  # a refine decides alone
         action = jnp.where(refined, pool.REFINE, jnp.where(skipped, pool.SKIP, pool.ADD))
-        return jnp.where(close.trained[col], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
+        return jnp.where(close.trained[cols], action, pool.SKIP).astype(jnp.int32)  # bounded: an untrained winner is stored
 
-    return jax.lax.map(neuron, jnp.arange(shape.neurons), batch_size=batch if batch > 1 else None)
+    if kernel:
+        return decide(jnp.arange(shape.neurons))
+    return jax.lax.map(lambda n: decide(n[None])[0], jnp.arange(shape.neurons), batch_size=batch if batch > 1 else None)
 
 
 # ----------------------------------------------------------------------------- pruning and writing

@@ -572,12 +572,18 @@ def _lane(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, block):
     return lane, (block >= 0) & jnp.any(matches, axis=-1) & (stamp >= net.lane_since[slot, col, lane])
 
 
-def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
-    """The row ``member`` of ``slot`` predicts with at ``context``: its trained row in the slot's block
-    where it has one, else its source row (§6.2). Arguments broadcast together; -> [..., width]."""
-    shape = cfg.layers[layer]
-    block = net.block_of[slot, shape.offset + neuron, context]
+def member_row(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
+    """Where the row ``member`` of ``slot`` predicts with at ``context`` lies: ``(block, lane, owns)``, its
+    trained row ``blocks[block, lane]`` where ``owns``, else its source row (``source_weights``, §6.2)."""
+    block = net.block_of[slot, cfg.layers[layer].offset + neuron, context]
     lane, owns = _lane(net, layer, cfg, slot, member, neuron, block)
+    return block, lane, owns
+
+
+def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
+    """The row ``member`` of ``slot`` predicts with at ``context`` (``member_row``). Arguments broadcast
+    together; -> [..., width]."""
+    block, lane, owns = member_row(net, layer, cfg, slot, member, neuron, context)
     trained = net.blocks[layer][jnp.maximum(block, 0), lane]
     return jnp.where(owns[..., None], trained, source_weights(net, layer, cfg, slot, member, neuron, context))
 

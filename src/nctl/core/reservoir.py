@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nctl.core import native
+
 SEGMENT_TAG = 0
 MERGE_TAG = 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -82,11 +84,19 @@ def merge(n_a, seen_a, n_b, seen_b, capacity: int, key):
 
 def largest_first(score, k: int):
     """The indices of the ``k`` largest of ``score`` [m] (each negative or -inf), largest first, equal
-    scores in index order: ``jax.lax.top_k``'s answer, from two sorts of integers, which XLA:CPU runs
-    several times faster than the sort of a float key and an index that ``top_k`` takes (§6.9). The
-    bits of negative doubles, read as integers, rise as the doubles fall; an element's place among the
-    sorted bits (its rank, shared by equal scores) times ``m`` plus its index is a distinct integer key
-    in the order wanted."""
+    scores in index order: ``jax.lax.top_k``'s answer. On a CPU where the kernel of §6.11 is built, one
+    partial sort in it; else ``_largest_first_by_sorts``."""
+    if not native.enabled():
+        return _largest_first_by_sorts(score, k)
+    return jax.lax.platform_dependent(score, cpu=lambda s: native.largest_first(s.astype(jnp.float64), k),
+                                      default=lambda s: _largest_first_by_sorts(s, k))
+
+
+def _largest_first_by_sorts(score, k: int):
+    """``largest_first`` from two sorts of integers, which XLA:CPU runs several times faster than the
+    sort of a float key and an index that ``top_k`` takes (§6.9). The bits of negative doubles, read as
+    integers, rise as the doubles fall; an element's place among the sorted bits (its rank, shared by
+    equal scores) times ``m`` plus its index is a distinct integer key in the order wanted."""
     m = score.shape[0]
     bits = jax.lax.bitcast_convert_type(score.astype(jnp.float64), jnp.int64)
     rank = jnp.searchsorted(jnp.sort(bits), bits, side="left", method="scan_unrolled")

@@ -2,7 +2,7 @@
 
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
-decision compares) with the same dot product. It is compiled on first use with the system's C++ compiler
+decision compares) with the same dot product; it also takes a reservoir merge's largest keys. It is compiled on first use with the system's C++ compiler
 (``$CXX``, else ``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
 (``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``) under a name that hashes the source, the
 compiler command and jaxlib's version. Without a compiler, where the build fails, or with
@@ -27,7 +27,8 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("ggm_rows.cc")
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
-           "nctl_row_predictions": "NctlRowPredictions", "nctl_pool_predictions": "NctlPoolPredictions"}
+           "nctl_row_predictions": "NctlRowPredictions", "nctl_pool_predictions": "NctlPoolPredictions",
+           "nctl_largest_first": "NctlLargestFirst"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
 _lock = threading.Lock()
@@ -116,11 +117,27 @@ def row_predictions(rows, u, prob_eps: float):
     return call(rows, u, rows_rank=np.int64(rows.ndim), u_rank=np.int64(u.ndim), prob_eps=np.float32(prob_eps))
 
 
-def pool_predictions(pool_rows, neuron, contexts, entries, u, prob_eps: float):
-    """``q[r, j]`` of the stored row ``pool_rows[neuron, contexts[r], entries[j]]`` on ``u[r]``: pool_rows
-    [N, C, E, K], contexts [R], entries [J], u [R, K] -> [R, J], read in place (no gathered copy) and
-    summed as ``row_predictions`` sums."""
-    call = jax.ffi.ffi_call("nctl_pool_predictions", jax.ShapeDtypeStruct(contexts.shape + entries.shape, jnp.float32),
-                            vmap_method="expand_dims")
-    return call(pool_rows, jnp.asarray(neuron, jnp.int32), contexts.astype(jnp.int32), entries.astype(jnp.int32), u,
-                prob_eps=np.float32(prob_eps))
+def pool_predictions(pool_rows, blocks, neurons, contexts, entries, rows, scored, table, ids, offset: int,
+                     bound: float, bias: float, init_value: float, prob_eps: float):
+    """A pool decision's scores of ``neurons`` [B] on records ``ids`` ([B, R], or [R] for every neuron) at
+    ``contexts`` [B, R], every row and record read in place (no gathered copy) and summed as
+    ``row_predictions`` sums -> q [B, R, J + M]: ``q[b, r, j]`` of the pool entry ``entries[b, j]`` ([B, J])
+    of ``pool_rows`` [N, C, E, K], ``q[b, r, J + m]`` of the row ``rows[m, b, r]`` ([M, B, R]: ``a x W +
+    lane`` of ``blocks`` [A, W, K] if >= 0, the fresh row of ``init_value`` if -1, else pool entry ``-2 -
+    code``). A record's inputs are ``(clip(table[id, offset : offset + K - 1], -bound, bound), bias)``
+    (``table`` [T, D]). A neuron outside ``[0, N)``, or member ``m`` where ``scored[m, b]`` is false, is not
+    computed: its ``q`` are 1/2."""
+    out = jax.ShapeDtypeStruct(contexts.shape + (entries.shape[-1] + rows.shape[0],), jnp.float32)
+    call = jax.ffi.ffi_call("nctl_pool_predictions", out, vmap_method="expand_dims")
+    return call(pool_rows, blocks, jnp.asarray(neurons, jnp.int32), contexts.astype(jnp.int32),
+                entries.astype(jnp.int32), rows.astype(jnp.int32), scored, table, ids.astype(jnp.int32),
+                ids_rank=np.int64(ids.ndim), offset=np.int64(offset), bound=np.float32(bound), bias=np.float32(bias),
+                init_value=np.float32(init_value), prob_eps=np.float32(prob_eps))
+
+
+def largest_first(score, k: int):
+    """The indices [..., k] of the ``k`` largest of each row of ``score`` [..., m] (float64, no NaN),
+    largest first, equal scores in index order (``jax.lax.top_k``'s order)."""
+    call = jax.ffi.ffi_call("nctl_largest_first", jax.ShapeDtypeStruct(score.shape[:-1] + (k,), jnp.int32),
+                            vmap_method="broadcast_all")
+    return call(score)

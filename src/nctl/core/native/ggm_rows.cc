@@ -1,6 +1,7 @@
 // A layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
-// (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions), and a pool decision's stored
-// states scored where they are stored (nctl_pool_predictions); all with one dot product.
+// (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions), and a pool decision's states
+// scored where they are stored (nctl_pool_predictions); all with one dot product. A reservoir merge's
+// sample (nctl_largest_first).
 //
 // For every live slot p and neuron n, each of the W lanes reads its row (its block's, or its source's
 // where the lane is new to the block), predicts q = clip(sigma(w . u), eps, 1 - eps) and writes
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -61,6 +63,47 @@ NCTL_INLINE float Squash(float a, float eps) {
 // q = clip(sigma(row . u), eps, 1 - eps): every prediction of a row in these kernels.
 NCTL_CLONES float Predict(const float* row, const float* u, int64_t k, float eps) {
   return Squash(SumProducts(row, u, k), eps);
+}
+
+// A row's kAccumulators partial sums as one value (one register with AVX-512, two with AVX2).
+typedef float Partials __attribute__((vector_size(kAccumulators * sizeof(float))));
+
+// Predict of `n` rows on the same u at once: their partial sums are n independent chains of additions,
+// which the processor overlaps where one row's chain waits on each addition; each row is summed in
+// SumProducts' order (the same bits).
+template <int n>
+NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64_t k, float eps, float* q) {
+  float total[n] = {};
+  int64_t i = 0;
+  if (k >= kAccumulators) {
+    Partials partial[n] = {};
+    for (; i + kAccumulators <= k; i += kAccumulators) {
+      Partials x;
+      std::memcpy(&x, u + i, sizeof x);
+      for (int r = 0; r < n; ++r) {
+        Partials a;
+        std::memcpy(&a, rows[r] + i, sizeof a);
+        partial[r] += a * x;
+      }
+    }
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < kAccumulators; ++j) total[r] += partial[r][j];
+  }
+  for (int r = 0; r < n; ++r) {
+    for (int64_t t = i; t < k; ++t) total[r] += rows[r][t] * u[t];
+    q[r] = Squash(total[r], eps);
+  }
+}
+
+// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time.
+NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, float eps, float* q) {
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) PredictTogether<4>(rows + r, u, k, eps, q + r);
+  switch (count - r) {
+    case 3: PredictTogether<3>(rows + r, u, k, eps, q + r); break;
+    case 2: PredictTogether<2>(rows + r, u, k, eps, q + r); break;
+    case 1: PredictTogether<1>(rows + r, u, k, eps, q + r); break;
+  }
 }
 
 // The W lanes of one (net, slot, neuron) item, each row W x K apart from `block`'s first, or where
@@ -226,37 +269,134 @@ ffi::Error RowPredictions(ffi::Buffer<ffi::F32> rows, ffi::Buffer<ffi::F32> u, i
   return ffi::Error::Success();
 }
 
-// q[r, j] of the stored row pool[neuron, contexts[r], entries[j]] on u[r]: a pool decision's scores of
-// the stored states on a segment's records (§4.5), read where they are stored instead of gathered.
-// pool [nets?, N, C, E, K], neuron [nets?], contexts [nets?, R], entries [nets?, J], u [nets?, R, K].
-ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> neuron,
-                           ffi::Buffer<ffi::S32> contexts, ffi::Buffer<ffi::S32> entries, ffi::Buffer<ffi::F32> u,
-                           float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
+// Length of an argument's optional leading network axis (1 where it has none).
+template <ffi::DataType D>
+int64_t NetAxis(const ffi::Buffer<D>& buffer, size_t rank) {
+  auto dims = buffer.dimensions();
+  return dims.size() == rank + 1 ? dims[0] : 1;
+}
+
+// A pool decision's scores (§4.5) of B neurons at once, every row and record read where it is stored
+// (nothing gathered). For neuron b and record r, whose inputs are u = (clip(table[id, offset : offset +
+// K - 1], -bound, bound), bias), id = ids[b, r] (ids [nets?, B, R]) or ids[r] (ids [nets?, R]: the same
+// records for every neuron), and whose context is c = contexts[b, r]:
+//   q[b, r, j]     the pool entry entries[b, j] of neuron[b] at c, for j < J;
+//   q[b, r, J + m] slot member m's row at c, where rows[m, b, r] says where it lies: a block row
+//                  (block x W + lane of `blocks`) if >= 0, the fresh row if -1, else pool entry -2 - code.
+// pool [nets?, N, C, E, K], blocks [nets?, A, W, K], neuron [nets?, B], contexts [nets?, B, R], entries
+// [nets?, B, J], rows [nets?, M, B, R], scored [nets?, M, B]. A neuron outside [0, N) or a member not
+// scored is not computed (its q are 1/2): the work is that of the tests the decisions need. Each
+// record's inputs are built once, next to the rows it is scored with.
+ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::F32> blocks,
+                           ffi::Buffer<ffi::S32> neuron, ffi::Buffer<ffi::S32> contexts, ffi::Buffer<ffi::S32> entries,
+                           ffi::Buffer<ffi::S32> rows, ffi::Buffer<ffi::PRED> scored, ffi::Buffer<ffi::F32> table,
+                           ffi::Buffer<ffi::S32> ids, int64_t ids_rank, int64_t offset, float bound, float bias,
+                           float init_value, float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
   auto pool_dims = pool_rows.dimensions();
-  auto u_dims = u.dimensions();
-  if (pool_dims.size() < 4 || u_dims.size() < 2)
+  auto block_dims = blocks.dimensions();
+  auto row_dims = rows.dimensions();
+  auto table_dims = table.dimensions();
+  if (pool_dims.size() < 4 || block_dims.size() < 3 || neuron.dimensions().size() < 1 ||
+      contexts.dimensions().size() < 2 || entries.dimensions().size() < 2 || row_dims.size() < 3 ||
+      scored.dimensions().size() < 2 || table_dims.size() < 2 || (ids_rank != 1 && ids_rank != 2) ||
+      ids.dimensions().size() < static_cast<size_t>(ids_rank))
     return ffi::Error::InvalidArgument("nctl pool predictions: arguments of unexpected rank");
-  const int64_t nets = std::max<int64_t>(pool_dims.size() == 5 ? pool_dims[0] : 1, u_dims.size() == 3 ? u_dims[0] : 1);
+  const int64_t nets = std::max({NetAxis(pool_rows, 4), NetAxis(blocks, 3), NetAxis(neuron, 1), NetAxis(contexts, 2),
+                                 NetAxis(entries, 2), NetAxis(rows, 3), NetAxis(scored, 2), NetAxis(table, 2),
+                                 NetAxis(ids, ids_rank)});
   const int64_t N = pool_dims[pool_dims.size() - 4], C = pool_dims[pool_dims.size() - 3],
                 E = pool_dims[pool_dims.size() - 2], K = pool_dims.back();
-  const int64_t R = u_dims[u_dims.size() - 2];
-  const int64_t J = entries.dimensions().back();
+  const int64_t A = block_dims[block_dims.size() - 3] * block_dims[block_dims.size() - 2];  // block rows
+  const int64_t T = table_dims[table_dims.size() - 2], D = table_dims.back();
+  const int64_t B = neuron.dimensions().back(), R = contexts.dimensions().back(), J = entries.dimensions().back();
+  const int64_t M = row_dims[row_dims.size() - 3];
+  if (offset < 0 || offset + K - 1 > D || block_dims.back() != K)
+    return ffi::Error::InvalidArgument("nctl pool predictions: rows and inputs of different lengths");
   const auto Pool = Resolve<float>(pool_rows, 4, nets);
-  const auto Neuron = Resolve<int32_t>(neuron, 0, nets);
-  const auto Context = Resolve<int32_t>(contexts, 1, nets);
-  const auto Entry = Resolve<int32_t>(entries, 1, nets);
-  const auto U = Resolve<float>(u, 2, nets);
+  const auto Blocks = Resolve<float>(blocks, 3, nets);
+  const auto Neuron = Resolve<int32_t>(neuron, 1, nets);
+  const auto Context = Resolve<int32_t>(contexts, 2, nets);
+  const auto Entry = Resolve<int32_t>(entries, 2, nets);
+  const auto Row = Resolve<int32_t>(rows, 3, nets);
+  const auto Scored = Resolve<bool>(scored, 2, nets);
+  const auto Table = Resolve<float>(table, 2, nets);
+  const auto Id = Resolve<int32_t>(ids, ids_rank, nets);
+  const std::vector<float> fresh(K, init_value);
   float* out = q->typed_data();
-  auto one_record = [&](int64_t item) {  // item = (net, record)
-    const int64_t g = item / R, r = item % R;
-    const int64_t n = std::clamp<int64_t>(*Neuron.at(g), 0, N - 1);
-    const int64_t c = std::clamp<int64_t>(Context.at(g)[r], 0, C - 1);
-    const float* stored = Pool.at(g) + (n * C + c) * E * K;
-    for (int64_t j = 0; j < J; ++j)
-      out[item * J + j] = Predict(stored + std::clamp<int64_t>(Entry.at(g)[j], 0, E - 1) * K, U.at(g) + r * K, K,
-                                  prob_eps);
+  std::fill(out, out + nets * B * R * (J + M), 0.5f);
+  int64_t products = 0;  // of the neurons and members scored, for the threading threshold
+  for (int64_t g = 0; g < nets; ++g)
+    for (int64_t b = 0; b < B; ++b) {
+      if (Neuron.at(g)[b] < 0 || Neuron.at(g)[b] >= N) continue;
+      products += J * R * K;
+      for (int64_t m = 0; m < M; ++m) products += Scored.at(g)[m * B + b] ? R * K : 0;
+    }
+  auto inputs = [&](int64_t g, int64_t id, float* u) {  // a record's inputs: its clipped logits, then the bias
+    const float* logits = Table.at(g) + std::clamp<int64_t>(id, 0, T - 1) * D + offset;
+    for (int64_t i = 0; i + 1 < K; ++i) u[i] = std::min(std::max(logits[i], -bound), bound);
+    u[K - 1] = bias;
   };
-  ParallelFor(threads, nets * R, nets * R * J * K, one_record);  // a refine test's single state: on the caller
+  std::vector<float> shared;  // the records' inputs, built once where every neuron reads the same records
+  if (ids_rank == 1) {
+    shared.resize(nets * R * K);
+    for (int64_t g = 0; g < nets; ++g)
+      for (int64_t r = 0; r < R; ++r) inputs(g, Id.at(g)[r], shared.data() + (g * R + r) * K);
+  }
+  // item = (net, neuron, context): the records at one context read the same rows, which stay in cache
+  // from one record to the next
+  auto one_context = [&](int64_t item) {
+    const int64_t g = item / (B * C), b = item / C % B, c = item % C;
+    const int64_t n = Neuron.at(g)[b];
+    if (n < 0 || n >= N) return;
+    const float* stored = Pool.at(g) + (n * C + c) * E * K;  // the neuron's entries at this context
+    const int32_t* entry = Entry.at(g) + b * J;
+    std::vector<float> own(ids_rank == 2 ? K : 0), computed(J + M);
+    std::vector<const float*> row(J + M);
+    std::vector<int64_t> column(J + M);  // where each computed row's q goes
+    for (int64_t r = 0; r < R; ++r) {
+      if (std::clamp<int64_t>(Context.at(g)[b * R + r], 0, C - 1) != c) continue;
+      const float* u = shared.data() + (g * R + r) * K;
+      if (ids_rank == 2) {
+        inputs(g, Id.at(g)[b * R + r], own.data());
+        u = own.data();
+      }
+      int64_t count = 0;
+      for (int64_t j = 0; j < J; ++j, ++count) {
+        row[count] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
+        column[count] = j;
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        if (!Scored.at(g)[m * B + b]) continue;
+        const int64_t code = Row.at(g)[(m * B + b) * R + r];
+        row[count] = code >= 0    ? Blocks.at(g) + std::min<int64_t>(code, A - 1) * K
+                     : code == -1 ? fresh.data()
+                                  : stored + std::min<int64_t>(-2 - code, E - 1) * K;
+        column[count++] = J + m;
+      }
+      PredictMany(row.data(), count, u, K, prob_eps, computed.data());
+      float* q_out = out + ((g * B + b) * R + r) * (J + M);
+      for (int64_t i = 0; i < count; ++i) q_out[column[i]] = computed[i];
+    }
+  };
+  ParallelFor(threads, nets * B * C, products, one_context);  // a refine test's few rows: on the caller
+  return ffi::Error::Success();
+}
+
+// The indices of the k largest scores of each row of `score` ([..., m] float64, no NaN), largest first,
+// equal scores in index order (the order of jax.lax.top_k): a reservoir merge's weighted sample (§4.3),
+// one partial sort per row where XLA:CPU sorts each row twice.
+ffi::Error LargestFirst(ffi::Buffer<ffi::F64> score, ffi::ResultBuffer<ffi::S32> out) {
+  const int64_t m = score.dimensions().back(), k = out->dimensions().back();
+  if (m == 0 || k > m) return ffi::Error::InvalidArgument("nctl largest first: k exceeds the row");
+  const int64_t rows = score.element_count() / m;
+  std::vector<int32_t> order(m);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* s = score.typed_data() + i * m;
+    for (int64_t j = 0; j < m; ++j) order[j] = static_cast<int32_t>(j);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [s](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+    std::copy(order.begin(), order.begin() + k, out->typed_data() + i * k);
+  }
   return ffi::Error::Success();
 }
 
@@ -293,9 +433,20 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlPoolPredictions, PoolPredictions,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Attr<int64_t>("ids_rank")
+                                  .Attr<int64_t>("offset")
+                                  .Attr<float>("bound")
+                                  .Attr<float>("bias")
+                                  .Attr<float>("init_value")
                                   .Attr<float>("prob_eps")
                                   .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlLargestFirst, LargestFirst,
+                              ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F64>>().Ret<ffi::Buffer<ffi::S32>>());
