@@ -12,7 +12,13 @@ each engine's boundary program on the state due at a few steps, run on fresh cop
 states they give compared with their blocks in (slot, neuron, context) order (``state_digests.
 in_place_order``: the engines may lay their blocks out apart, docs/algorithm.md §6.2).
 
+With ``--split-mnist`` it times the throughput benchmark's Split MNIST network instead (784 inputs,
+50-25-1, ``benchmarks/throughput.py``'s windows spread over a 60,000-step stream, pools full): both
+engines learn each window in alternating blocks of 64 rows, and their steps and their boundaries
+(every 32 rows) are timed apart; their predictions after each window are compared.
+
     python benchmarks/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
+    python benchmarks/interleaved.py BASE_CHECKOUT --split-mnist [--windows 4]
 """
 
 import argparse
@@ -22,7 +28,9 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +39,14 @@ import numpy as np
 from nctl.data.elec2 import read_elec2
 from nctl.data.location import resolve_data_dir
 from nctl.experiments.run import cpu_name
+import throughput
 from state_digests import in_place_order
 
 WARM = 1000  # rows learned at once before the timed rows
 WARM_ONE_BY_ONE = 100  # and rows learned one at a time
 BOUNDARY_STEPS = (2048, 3072, 4096)  # boundaries timed (steps t = 0 mod P with several closes)
 BOUNDARY_TURNS = 30
+WINDOW_STEPS = 256  # --split-mnist: steps per window, as throughput.py learns them
 
 
 def import_renamed(checkout: Path, folder: Path):
@@ -108,16 +118,96 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
     return out
 
 
+@contextmanager
+def timed_boundaries(packages: dict, spent: dict):
+    """Each package's boundary programs, as ``learn`` runs them, timed into ``spent[name]``."""
+    originals = {name: package.core.engine.boundary_program for name, package in packages.items()}
+
+    def timing(name, original):
+        def boundary_program(state, cfg):
+            program = original(state, cfg).program()
+
+            def run(*args):
+                begin = time.perf_counter()
+                out = jax.block_until_ready(program(*args))
+                spent[name] += time.perf_counter() - begin
+                return out
+
+            return SimpleNamespace(program=lambda: run)
+
+        return boundary_program
+
+    for name, package in packages.items():
+        package.core.engine.boundary_program = timing(name, originals[name])
+    try:
+        yield
+    finally:
+        for name, package in packages.items():
+            package.core.engine.boundary_program = originals[name]
+
+
+def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:
+    """Milliseconds per step of each package's NCTL on ``throughput.py``'s windows, learned in turns in
+    blocks of ``block`` rows, and of its boundaries (per boundary); whether the predictions agree."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((WINDOW_STEPS, throughput.N_FEATURES)).astype(np.float32)
+    y = rng.integers(0, 2, len(X))
+
+    def learner(package):
+        model = package.NCTL(layer_sizes=throughput.LAYERS, context_bits=throughput.CONTEXT_BITS,
+                             pool_size=throughput.POOL, depth=throughput.DEPTH)
+        model.learn_many(X[:block], y[:block])
+        return model
+
+    for package in packages.values():  # compile every program the windows need, ahead or not
+        model = learner(package)
+        for w in range(windows):
+            throughput.jump_to(model, throughput.window_start(w, windows), package.core.engine)
+            model.learn_many(X, y)
+        package.core.engine.finish_compiling()
+    models = {name: learner(package) for name, package in packages.items()}
+    spent, boundaries = dict.fromkeys(packages, 0.0), dict.fromkeys(packages, 0.0)
+    predictions, turn = {name: [] for name in packages}, 0
+    with timed_boundaries(packages, boundaries):
+        for w in range(windows):
+            for name, model in models.items():
+                throughput.jump_to(model, throughput.window_start(w, windows), packages[name].core.engine)
+            for start in range(0, len(X), block):
+                for name in list(models) if turn % 2 else list(models)[::-1]:
+                    begin = time.perf_counter()
+                    models[name].learn_many(X[start:start + block], y[start:start + block])
+                    jax.block_until_ready(models[name].state_)
+                    spent[name] += time.perf_counter() - begin
+                turn += 1
+            for name, model in models.items():
+                predictions[name].append(np.asarray(model.predict_proba_many(X[:16])))
+    steps, count = windows * len(X), windows * len(X) // 32
+    return {"ms_per_step": {name: round(1e3 * s / steps, 3) for name, s in spent.items()},
+            "ratio": round(spent["this"] / spent["base"], 3),
+            "boundary_ms": {name: round(1e3 * s / count, 2) for name, s in boundaries.items()},
+            "boundary_ratio": round(boundaries["this"] / boundaries["base"], 3),
+            "same_predictions": all(np.array_equal(a, b) for a, b in zip(predictions["this"], predictions["base"]))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base", help="the other checkout (its src/nctl is compared with this one's)")
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--block", type=int, default=100, help="rows per turn")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--split-mnist", action="store_true", help="the Split MNIST network's steps and boundaries")
+    parser.add_argument("--windows", type=int, default=4, help="with --split-mnist: windows of the stream")
     args = parser.parse_args()
+    import nctl
+
+    if args.split_mnist:
+        with tempfile.TemporaryDirectory() as folder:
+            packages = {"base": import_renamed(Path(args.base), Path(folder)), "this": nctl}
+            print(json.dumps({"cpu": cpu_name(), "base": str(args.base),
+                              "split_mnist": split_mnist_in_turns(packages, args.windows)}, indent=2))
+        return
     data = read_elec2(Path(resolve_data_dir(args.data_dir)) / "elec2" / "elecNormNew.arff")
     X, Y = data.features[:args.rows].astype(np.float32), data.labels[:args.rows].astype(np.int64)
-    import nctl
 
     with tempfile.TemporaryDirectory() as folder:
         packages = {"base": import_renamed(Path(args.base), Path(folder)), "this": nctl}

@@ -79,9 +79,10 @@ def gln_throughput(steps: int, rng) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def jump_to(model: "nctl.NCTL", t: int) -> None:
+def jump_to(model: "nctl.NCTL", t: int, engine=engine) -> None:
     """Move the learner to step ``t`` by the engine's own boundaries (no learning, no pool updates), with
-    every neuron's pool holding ``POOL`` states, so that every mixture has k + 1 members."""
+    every neuron's pool holding ``POOL`` states, so that every mixture has k + 1 members. ``engine``: the
+    learner's engine module (another checkout's, in ``interleaved.py``)."""
     state, cfg = model.state_, model.cfg_
     nets = state.nets
     in_pool = nets.in_pool.at[:, :POOL].set(True)
