@@ -179,10 +179,12 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     tolerance = pool.tie_tolerance(cfg.rows.dtype)
     k = cfg.pool.capacity
 
-    # Where the CPU kernel computes the layer, it reads the rows and the records in place, so all the
-    # layer's neurons are scored at once and a test costs only the neurons that need it (§6.3). Else XLA
-    # gathers them: neurons in batches whose stored rows at the records' contexts take about SCORE_BYTES,
-    # each batch running every test; a larger layer one neuron at a time, running only the tests it needs.
+    # XLA gathers the rows a test reads: neurons in batches whose stored rows at the records' contexts
+    # take about SCORE_BYTES, each batch running every test. A layer whose neurons each take more (a
+    # large layer, or a single neuron) is scored by the CPU kernel where it computes the layer: it reads
+    # the rows and the records in place, all the layer's neurons at once, and a test costs only the
+    # neurons that need it; without the kernel such a layer goes one neuron at a time, running only the
+    # tests it needs (§6.3).
     per_neuron = cfg.pool.reservoir_size * (k + 3) * shape.width * 4
     batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
     kernel = batch == 1 and engine.uses_kernel(cfg, shape)
