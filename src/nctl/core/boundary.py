@@ -173,7 +173,8 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     state, positive = close.state, close.positive
     seg_ids = jnp.maximum(close.segment, 0)
     seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
-    seg_c = net.record_contexts[seg_ids, shape.offset:shape.offset + shape.neurons].astype(jnp.int32).T  # [N_i, R], as the steps gated them
+    # [N_i, R]: the contexts the steps gated the segment's records with
+    seg_c = net.record_contexts[seg_ids, shape.offset:shape.offset + shape.neurons].astype(jnp.int32).T
     used = close.segment_used
     joint = cfg.pool.joint_evidence
     tolerance = pool.tie_tolerance(cfg.rows.dtype)
@@ -193,30 +194,31 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         """``q(x)`` of ``neurons`` [B] on records ``ids`` ([B, R], or [R] for every neuron) at contexts ``c``
         [B, R] with targets ``x`` (shaped as ``ids``): ``(stored, member)``, ``stored`` [B, R, J] under the
         pool entries ``entries`` [B, J] and ``member(m)`` [B, R] under the member ``members[m]`` [B] of slot
-        ``slots[m]`` ([M]), which is scored where ``on[m]`` [B] and ``m < count``. Neurons not ``needed`` [B]
-        may be left unscored."""
-        in_axes = (0, 0, 0, 0 if ids.ndim == 2 else None)
+        ``slots[m]`` ([M]), which is scored where ``on[m]`` [B] (it holds a state) and ``m < count``. Neurons
+        not ``needed`` [B] may be left unscored."""
+        in_axes = (0, 0, 0, 0 if ids.ndim == 2 else None)  # each neuron's records, or the same for all
 
-        def gathered_stored(pool_rows):  # [B, R, J]
-            one = lambda n, c, e, ids: cfg.rows.predict(pool_rows[n, c[:, None], e],
-                                                        _record_inputs(state, net, layer, cfg, ids)[:, None])
-            return jax.vmap(one, in_axes)(neurons, c, entries, ids)
+        def gathered_stored(pool_rows, u):  # [B, R, J]
+            one = lambda n, c, e, u: cfg.rows.predict(pool_rows[n, c[:, None], e], u[:, None])
+            return jax.vmap(one, in_axes)(neurons, c, entries, u)
 
-        def gathered_member(m):  # [B, R]
-            one = lambda n, member, c, ids: cfg.rows.predict(engine.member_weights(net, layer, cfg, slots[m], member, n, c),
-                                                             _record_inputs(state, net, layer, cfg, ids))
-            return jax.vmap(one, in_axes)(neurons, members[m], c, ids)
+        def gathered_member(m, u):  # [B, R]
+            one = lambda n, member, c, u: cfg.rows.predict(
+                engine.member_weights(net, layer, cfg, slots[m], member, n, c), u)
+            return jax.vmap(one, in_axes)(neurons, members[m], c, u)
 
         if not kernel:
-            return mixing.prob(gathered_stored(net.pool_rows[layer]), x[..., None]), \
-                lambda m: mixing.prob(gathered_member(m), x)
+            u = _record_inputs(state, net, layer, cfg, ids)
+            return mixing.prob(gathered_stored(net.pool_rows[layer], u), x[..., None]), \
+                lambda m: mixing.prob(gathered_member(m, u), x)
 
         # the kernel scores the pool entries and the members in one pass over the records (other
         # platforms: the rows gathered, the members one by one)
         def gathered(pool_rows):  # [B, R, J + M]
+            u = _record_inputs(state, net, layer, cfg, ids)
             empty = jnp.full((slots.shape[0],) + c.shape, 0.5, cfg.rows.dtype)
-            q = jax.lax.fori_loop(0, count, lambda m, q: q.at[m].set(gathered_member(m)), empty)
-            return jnp.concatenate([gathered_stored(pool_rows), jnp.moveaxis(q, 0, -1)], axis=-1)
+            q = jax.lax.fori_loop(0, count, lambda m, q: q.at[m].set(gathered_member(m, u)), empty)
+            return jnp.concatenate([gathered_stored(pool_rows, u), jnp.moveaxis(q, 0, -1)], axis=-1)
 
         block, lane, owns = engine.member_row(net, layer, cfg, slots[:, None, None], members[..., None],
                                               neurons[None, :, None], c[None])  # [M, B, R]
@@ -239,12 +241,12 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         c = net.record_contexts[ids, cols[:, None]].astype(jnp.int32)
         parent = jnp.maximum(close.parent[cols], 0)[:, None]
         stored, member = scores(neurons, needed, ids, c, x, parent, close.slot[None], close.winner[cols][None],
-                                needed[None], 1)
+                                jnp.ones_like(needed)[None], 1)
         new, old = jnp.log(member(0)), jnp.log(stored[..., 0])
         carried = jnp.arange(ids.shape[-1]) < close.carried_n[cols][:, None]
         # the two log likelihoods compared, not their difference: the tie tolerance scales with them (§4.8)
-        return pool.beats(jnp.sum(jnp.where(carried, new, 0.0), axis=-1), jnp.sum(jnp.where(carried, old, 0.0), axis=-1),
-                          cfg.pool.refine_threshold, tolerance)
+        new, old = (jnp.sum(jnp.where(carried, q, 0.0), axis=-1) for q in (new, old))
+        return pool.beats(new, old, cfg.pool.refine_threshold, tolerance)
 
     def skip(neurons, needed):
         """The pool explains the segment better than the winner (§4.5 step 3): ``E0 - E1 > beta``."""
@@ -255,9 +257,9 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         pending = close.pending
         slots = jnp.concatenate([close.slot[None], pending.slot])
         members = jnp.concatenate([close.winner[cols][None], pending.winner[:, cols]])
-        on = jnp.concatenate([needed[None], pending.valid[:, cols]])
-        stored, member = scores(neurons, needed, seg_ids, seg_c[neurons], seg_x, jnp.maximum(roster, 0), slots, members,
-                                on, 1 + close.q)  # [B, R, k]
+        on = jnp.concatenate([jnp.ones_like(needed)[None], pending.valid[:, cols]])
+        stored, member = scores(neurons, needed, seg_ids, seg_c[neurons], seg_x, jnp.maximum(roster, 0), slots,
+                                members, on, 1 + close.q)  # [B, R, k]
         add = jax.vmap(lambda acc, probs, members: pool.evidence_add(acc, probs, members, used, joint))
 
         def add_pending(j, acc):
@@ -286,7 +288,8 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
 
     if kernel:
         return decide(jnp.arange(shape.neurons))
-    return jax.lax.map(lambda n: decide(n[None])[0], jnp.arange(shape.neurons), batch_size=batch if batch > 1 else None)
+    return jax.lax.map(lambda n: decide(n[None])[0], jnp.arange(shape.neurons),
+                       batch_size=batch if batch > 1 else None)
 
 
 # ----------------------------------------------------------------------------- pruning and writing

@@ -2,12 +2,12 @@
 
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
-decision compares) with the same dot product; it also takes a reservoir merge's largest keys. It is compiled on first use with the system's C++ compiler
-(``$CXX``, else ``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
-(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``) under a name that hashes the source, the
-compiler command and jaxlib's version. Without a compiler, where the build fails, or with
-``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every platform it runs on; other
-platforms than the CPU always do.
+decision compares) with the same dot product; it also takes a reservoir merge's largest keys. It is
+compiled on first use with the system's C++ compiler (``$CXX``, else ``c++``) against the headers jaxlib
+ships, and the library is kept in a cache directory (``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``)
+under a name that hashes the source, the compiler command and jaxlib's version. Without a compiler,
+where the build fails, or with ``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every
+platform it runs on; other platforms than the CPU always do.
 """
 
 import ctypes

@@ -351,8 +351,12 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
     const float* stored = Pool.at(g) + (n * C + c) * E * K;  // the neuron's entries at this context
     const int32_t* entry = Entry.at(g) + b * J;
     std::vector<float> own(ids_rank == 2 ? K : 0), computed(J + M);
-    std::vector<const float*> row(J + M);
+    std::vector<const float*> row(J + M);  // the pool entries first (the same for every record), then members
     std::vector<int64_t> column(J + M);  // where each computed row's q goes
+    for (int64_t j = 0; j < J; ++j) {
+      row[j] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
+      column[j] = j;
+    }
     for (int64_t r = 0; r < R; ++r) {
       if (std::clamp<int64_t>(Context.at(g)[b * R + r], 0, C - 1) != c) continue;
       const float* u = shared.data() + (g * R + r) * K;
@@ -360,11 +364,7 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
         inputs(g, Id.at(g)[b * R + r], own.data());
         u = own.data();
       }
-      int64_t count = 0;
-      for (int64_t j = 0; j < J; ++j, ++count) {
-        row[count] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
-        column[count] = j;
-      }
+      int64_t count = J;
       for (int64_t m = 0; m < M; ++m) {
         if (!Scored.at(g)[m * B + b]) continue;
         const int64_t code = Row.at(g)[(m * B + b) * R + r];
