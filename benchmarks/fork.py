@@ -1,9 +1,10 @@
 """What an adapt50 evaluation costs NCTL: a fork (engine.journal, docs/algorithm.md §6.7) against a
 copy of the learner, at the Permuted MNIST network (ten one-vs-all 10-5-1 nets, 784 inputs, L_min 256),
 as JSON: the learner's state bytes, the journal's bytes, and the seconds of each way of adapting on 50
-rows and giving the learner back (predictions excluded; both read the same adapted state).
+rows and giving the learner back (predictions excluded; both read the same adapted state). With
+``--trained-members B`` the learner runs in bounded mode.
 
-    python benchmarks/fork.py [--context-bits 6] [--steps 2048] [--repeats 3]
+    python benchmarks/fork.py [--context-bits 6] [--steps 2048] [--repeats 3] [--trained-members B]
 """
 
 import argparse
@@ -27,9 +28,11 @@ def main() -> None:
     parser.add_argument("--context-bits", type=int, default=6)
     parser.add_argument("--steps", type=int, default=2048, help="rows learned before the forks")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--trained-members", type=int, default=None, help="bounded mode's B (default: exact)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    model = nctl.NCTL.paper_permuted_mnist(context_bits=args.context_bits, eviction="spacing", min_segment=256)
+    model = nctl.NCTL.paper_permuted_mnist(context_bits=args.context_bits, eviction="spacing", min_segment=256,
+                                           trained_members=args.trained_members)
     X = rng.standard_normal((args.steps + 50, 784)).astype(np.float32)
     y = rng.integers(0, 10, args.steps + 50)
     model.learn_many(X[:args.steps], y[:args.steps])
@@ -52,7 +55,8 @@ def main() -> None:
         times["copy"].append(time.perf_counter() - start)
     fork_s, copy_s = (float(np.median(times[k][1:])) for k in ("fork", "copy"))
     print(json.dumps({
-        "cpu": cpu_name(), "contexts": 2**args.context_bits, "steps_before": args.steps,
+        "cpu": cpu_name(), "contexts": 2**args.context_bits, "trained_members": args.trained_members,
+        "steps_before": args.steps,
         "state_bytes": nbytes(model.state_), "journal_bytes": nbytes(kept),
         "fork_s": round(fork_s, 3), "copy_s": round(copy_s, 3), "copy_over_fork": round(copy_s / fork_s, 2),
     }, indent=2))

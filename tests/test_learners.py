@@ -235,8 +235,10 @@ def test_copy_is_an_independent_snapshot(make, n_classes):
 
 
 def assert_same_learner(a, b):
-    """Every array of the two states equal, the block arenas compared where a slot uses them (a free
-    block's content is never read: it is refilled whole when allocated)."""
+    """Every array of the two states equal, the block arenas compared where a slot reads them: a free
+    block's content is never read (it is refilled when allocated), nor, in bounded mode, a lane's row
+    that no member holds or that is older than its member's hold (§5.3: it is refilled from the
+    member's source when next trained)."""
     sa, sb = a.state_, b.state_
     nets_a, nets_b = sa.nets._replace(blocks=None), sb.nets._replace(blocks=None)
     for x, z in zip(jax.tree.leaves((sa.schedule, nets_a, sa.records, sa.key)),
@@ -245,16 +247,24 @@ def assert_same_learner(a, b):
     block_of = np.asarray(sa.nets.block_of)
     for layer, shape in enumerate(a.cfg_.layers):
         for net in range(block_of.shape[0]):
-            used = block_of[net, :, shape.offset:shape.offset + shape.neurons].ravel()
-            used = used[used >= 0]
-            np.testing.assert_array_equal(np.asarray(sa.nets.blocks[layer][net])[used],
-                                          np.asarray(sb.nets.blocks[layer][net])[used])
+            cols = slice(shape.offset, shape.offset + shape.neurons)
+            blocks = block_of[net, :, cols]  # [S, N_i, C]
+            used = blocks >= 0
+            read = np.broadcast_to(used[..., None], used.shape + (a.cfg_.pool.lanes,))  # [S, N_i, C, W]
+            if a.cfg_.pool.bounded:
+                stamps = np.asarray(sa.nets.stamps[layer][net])[np.maximum(blocks, 0)]
+                held = np.asarray(sa.nets.lanes[net])[:, cols, None] >= 0
+                read = read & held & (stamps >= np.asarray(sa.nets.lane_since[net])[:, cols, None])
+            rows_a = np.asarray(sa.nets.blocks[layer][net])[np.maximum(blocks, 0)]  # [S, N_i, C, W, width]
+            rows_b = np.asarray(sb.nets.blocks[layer][net])[np.maximum(blocks, 0)]
+            np.testing.assert_array_equal(rows_a[read], rows_b[read])
 
 
 FIXED_PLACES = pytest.param(lambda: nctl.NCTL(**dict(SMALL_NCTL, context_bits=1)), 2, id="nctl-fixed-places")  # §6.2
+BOUNDED = pytest.param(lambda: nctl.NCTL(**SMALL_NCTL, trained_members=2), 2, id="nctl-bounded")  # §5.3
 
 
-@pytest.mark.parametrize("make, n_classes", LEARNERS[1:] + [FIXED_PLACES])
+@pytest.mark.parametrize("make, n_classes", LEARNERS[1:] + [FIXED_PLACES, BOUNDED])
 def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_classes):
     X, y = stream_arrays(400, n_classes=n_classes, seed=4)
     test_rows = X[300:340]
@@ -264,8 +274,10 @@ def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_c
     forked.learn_many(X[:200], y[:200])
     plain.learn_many(X[:200], y[:200])
     copy = plain.copy()
-    copy.learn_many(X[200:207], y[200:207])
-    with forked.fork(X[200:207], y[200:207]) as adapted:  # steps 201-207: no pool boundary (P = 8)
+    copy.learn_many(X[350:357], y[350:357])
+    # rows from elsewhere in the stream, as an evaluation's adaptation rows are: the steps after the fork
+    # read blocks at contexts its rows do not reach, in slots that its restarts close
+    with forked.fork(X[350:357], y[350:357]) as adapted:  # steps 201-207: no pool boundary (P = 8)
         assert adapted is forked and adapted.t_ == 207  # the journal, not a copy
         np.testing.assert_array_equal(adapted.predict_proba_many(test_rows), copy.predict_proba_many(test_rows))
         with pytest.raises(RuntimeError, match="only predicts"):
@@ -275,6 +287,23 @@ def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_c
     assert_same_learner(forked, plain)
     with forked.fork(X[300:320], y[300:320]) as adapted:  # a pool boundary among the rows: a copy
         assert adapted is not forked
+    assert_same_learner(forked, plain)
+
+
+@pytest.mark.parametrize("trained_members", [None, 2], ids=["exact", "bounded"])
+def test_a_fork_gives_back_the_blocks_of_the_slots_its_restarts_close(trained_members):
+    """Slots of short segments close within a fork's rows and their blocks go back to the free stack,
+    from which the fork's new slots take them for any context. Steps after the fork read those slots
+    at contexts the fork's rows never reach (the rows come from elsewhere in the stream, as adaptation
+    rows do), so the journal keeps every block of the slots the fork closes (§6.7)."""
+    X, y = stream_arrays(700)
+    make = lambda: nctl.NCTL(**dict(SMALL_NCTL, min_segment=32), trained_members=trained_members)
+    forked, plain = make(), make()
+    forked.learn_many(X[:14], y[:14])
+    plain.learn_many(X[:14], y[:14])
+    with forked.fork(X[182:189], y[182:189]) as adapted:  # steps 15-21: restarts, no pool boundary (P = 32)
+        assert adapted is forked
+    np.testing.assert_array_equal(forked.learn_many(X[14:114], y[14:114]), plain.learn_many(X[14:114], y[14:114]))
     assert_same_learner(forked, plain)
 
 

@@ -1362,8 +1362,8 @@ def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
 
 class Journal(NamedTuple):
     """What learning a few rows overwrites, kept to undo it: the state but its arenas (copies), and per
-    layer the blocks those rows train in place (``ids`` [nets, B], padded with the layer's block count;
-    ``rows`` [nets, B, W, width])."""
+    layer the blocks those rows may overwrite: those they train in place, and those of the slots they
+    close (``ids`` [nets, B], padded with the layer's block count; ``rows`` [nets, B, W, width])."""
 
     small: State
     ids: tuple
@@ -1375,20 +1375,24 @@ GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d 
 
 def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
     """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
-    after it; None where learning the rows must be done on a copy instead: bounded mode, a pool
-    boundary among the rows (it writes pool entries), or an arena that the rows would enlarge."""
+    after it; None where learning the rows must be done on a copy instead: a pool boundary among the
+    rows (it writes pool entries), or an arena that the rows would enlarge."""
     T, n = int(state.schedule.t), X.shape[0]
     boundary = (T + n - 1) // cfg.chunk > (T - 1) // cfg.chunk  # some step t = 0 mod P
     grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
-    if cfg.pool.bounded or boundary or grows:
+    if boundary or grows:
         return None
     nets = state.nets
-    normals, offsets, block_of, size = jax.device_get((nets.normals, nets.offsets, nets.block_of, state.schedule.size))
+    normals, offsets, block_of, size, popped = jax.device_get(
+        (nets.normals, nets.offsets, nets.block_of, state.schedule.size, _lowest_popped(state.schedule, n)))
     reachable = candidate_contexts(normals, offsets, np.asarray(X, np.float32))  # [nets, N, C]
     ids, rows = [], []
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
-        touched = [np.unique(b[:size, cols][:, r[cols]]) for b, r in zip(block_of, reachable)]  # blocks of live slots
+        # the blocks of live slots that the rows train, and every block of a live slot that a restart pops:
+        # the free stack hands those to the new slots, for any context
+        touched = [np.unique(np.concatenate([b[:popped, cols][:, r[cols]].reshape(-1), b[popped:size, cols].reshape(-1)]))
+                   for b, r in zip(block_of, reachable)]
         touched = [t[t >= 0] for t in touched]
         width = 1 << max(0, max(map(len, touched)) - 1).bit_length()  # one compiled shape per power of two
         padded = np.full((cfg.n_nets, width), shape.blocks, np.int32)
@@ -1397,6 +1401,18 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
         ids.append(jnp.asarray(padded))
         rows.append(_gather_blocks(nets.blocks[layer], ids[-1]))
     return Journal(jax.tree.map(jnp.copy, _without_arenas(state)), tuple(ids), tuple(rows))
+
+
+@jax.jit
+def _lowest_popped(schedule: tree.Schedule, n):
+    """The lowest position of the slot stack that the restarts of the next ``n`` steps pop (``size``
+    if none): the live slots from there on are closed, and their blocks freed, within those steps."""
+    def one(_, carry):
+        s, lowest = carry
+        adv = tree.advance(s)
+        return adv.new, jnp.minimum(lowest, adv.kept)
+
+    return jax.lax.fori_loop(0, n, one, (schedule, schedule.size))[1]
 
 
 def candidate_contexts(normals: np.ndarray, offsets: np.ndarray, X: np.ndarray) -> np.ndarray:
