@@ -1391,8 +1391,9 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
         cols = slice(shape.offset, shape.offset + shape.neurons)
         # the blocks of live slots that the rows train, and every block of a live slot that a restart pops:
         # the free stack hands those to the new slots, for any context
-        touched = [np.unique(np.concatenate([b[:popped, cols][:, r[cols]].reshape(-1), b[popped:size, cols].reshape(-1)]))
-                   for b, r in zip(block_of, reachable)]
+        trained = [b[:popped, cols][:, r[cols]] for b, r in zip(block_of, reachable)]
+        touched = [np.unique(np.concatenate([t.reshape(-1), b[popped:size, cols].reshape(-1)]))
+                   for t, b in zip(trained, block_of)]
         touched = [t[t >= 0] for t in touched]
         width = 1 << max(0, max(map(len, touched)) - 1).bit_length()  # one compiled shape per power of two
         padded = np.full((cfg.n_nets, width), shape.blocks, np.int32)
