@@ -2,7 +2,8 @@
 copy of the learner, at the Permuted MNIST network (ten one-vs-all 10-5-1 nets, 784 inputs, L_min 256),
 as JSON: the learner's state bytes, the journal's bytes, and the seconds of each way of adapting on 50
 rows and giving the learner back (predictions excluded; both read the same adapted state). With
-``--trained-members B`` the learner runs in bounded mode.
+``--trained-members B`` the learner runs in bounded mode; with ``--steps`` 2,040 a pool boundary falls
+among the 50 rows (the journal then also copies the pool entries and the records' arrays).
 
     python benchmarks/fork.py [--context-bits 6] [--steps 2048] [--repeats 3] [--trained-members B]
 """
@@ -39,7 +40,8 @@ def main() -> None:
     rows, labels = X[args.steps:], y[args.steps:]
     kept = engine.journal(model.state_, model.cfg_, rows)
     if kept is None:
-        raise SystemExit("a pool boundary falls among the 50 rows after --steps: choose another --steps")
+        raise SystemExit("the 50 rows after --steps would enlarge the learner: a fork there is a copy")
+    boundaries = (args.steps + 50) // model.cfg_.chunk - args.steps // model.cfg_.chunk
     times = {"fork": [], "copy": []}
     for _ in range(args.repeats + 1):  # the first round compiles
         start = time.perf_counter()
@@ -56,7 +58,7 @@ def main() -> None:
     fork_s, copy_s = (float(np.median(times[k][1:])) for k in ("fork", "copy"))
     print(json.dumps({
         "cpu": cpu_name(), "contexts": 2**args.context_bits, "trained_members": args.trained_members,
-        "steps_before": args.steps,
+        "steps_before": args.steps, "pool_boundaries_among_the_rows": boundaries,
         "state_bytes": nbytes(model.state_), "journal_bytes": nbytes(kept),
         "fork_s": round(fork_s, 3), "copy_s": round(copy_s, 3), "copy_over_fork": round(copy_s / fork_s, 2),
     }, indent=2))

@@ -285,8 +285,12 @@ def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_c
     assert forked.t_ == 200
     np.testing.assert_array_equal(forked.learn_many(X[200:300], y[200:300]), plain.learn_many(X[200:300], y[200:300]))
     assert_same_learner(forked, plain)
-    with forked.fork(X[300:320], y[300:320]) as adapted:  # a pool boundary among the rows: a copy
-        assert adapted is not forked
+    copy = plain.copy()
+    copy.learn_many(X[350:370], y[350:370])
+    with forked.fork(X[350:370], y[350:370]) as adapted:  # three pool boundaries among the rows
+        assert adapted is forked
+        np.testing.assert_array_equal(adapted.predict_proba_many(test_rows), copy.predict_proba_many(test_rows))
+    np.testing.assert_array_equal(forked.learn_many(X[300:400], y[300:400]), plain.learn_many(X[300:400], y[300:400]))
     assert_same_learner(forked, plain)
 
 
@@ -296,7 +300,7 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
     from which the fork's new slots take them for any context. Steps after the fork read those slots
     at contexts the fork's rows need not reach (the rows come from elsewhere in the stream, as adaptation
     rows do), so the journal keeps every block of the slots the fork closes (§6.7). A fork every 7
-    rows, most of them journaled (P = 32)."""
+    rows, four of them with a pool boundary among their rows (P = 32)."""
     X, y = stream_arrays(700)
     make = lambda: nctl.NCTL(**dict(SMALL_NCTL, min_segment=32), trained_members=trained_members)
     forked, plain = make(), make()
@@ -306,8 +310,28 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
         other = (175 + 13 * t) % 600
         with forked.fork(X[other:other + 7], y[other:other + 7]) as adapted:
             journaled += adapted is forked
-    assert journaled >= 15
+    assert journaled == 20
     np.testing.assert_array_equal(forked.learn_many(X[140:240], y[140:240]), plain.learn_many(X[140:240], y[140:240]))
+    assert_same_learner(forked, plain)
+
+
+def test_a_fork_is_a_copy_where_its_boundaries_could_run_the_record_arena_short(monkeypatch):
+    """A pool boundary reserves the record rows of the next P steps; where the arena might not have them
+    (fewer than (boundaries + 1) P rows unheld) the fork's rows could enlarge it, and with it the block
+    arenas where their enlargement is near, which a journal of the old shapes cannot undo: the fork is
+    then a copy (§6.5, §6.7)."""
+    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 60 rows
+    X, y = stream_arrays(300)
+    make = lambda: nctl.NCTL(**SMALL_NCTL)
+    forked, plain = make(), make()
+    rows = forked.engine_config(X.shape[1]).record_rows
+    journaled = []
+    for t in range(0, 70, 7):
+        np.testing.assert_array_equal(forked.learn_many(X[t:t + 7], y[t:t + 7]), plain.learn_many(X[t:t + 7], y[t:t + 7]))
+        with forked.fork(X[200 + t:207 + t], y[200 + t:207 + t]) as adapted:
+            journaled.append(adapted is forked)
+    assert not all(journaled) and any(journaled) and plain.cfg_.record_rows > rows
+    np.testing.assert_array_equal(forked.learn_many(X[70:170], y[70:170]), plain.learn_many(X[70:170], y[70:170]))
     assert_same_learner(forked, plain)
 
 

@@ -14,6 +14,7 @@ learned and before the closed slots are popped. Per class network and neuron it:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -437,6 +438,21 @@ def _mark_detached(held, detached, lineage, lineage_n):
 def reserve_records(state: State, cfg: EngineConfig):
     """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5).
     Returns the state and the count of rows no reservoir holds (how close the arena is to full)."""
+    held = held_records(state, cfg)
+    free = first_unheld(held, cfg.chunk)
+    state = state._replace(records=state.records._replace(free=free, ok=jnp.all(free >= 0)))
+    return state, jnp.sum(~held, dtype=jnp.int32)
+
+
+@partial(jax.jit, static_argnums=1)
+def unheld_records(state: State, cfg: EngineConfig):
+    """The count of record rows no reservoir holds now."""
+    return jnp.sum(~held_records(state, cfg), dtype=jnp.int32)
+
+
+def held_records(state: State, cfg: EngineConfig):
+    """[A_r] bool: the record rows that a live slot's segment reservoir, a pool entry's lineage (in the pool,
+    or read by a live slot) or a detached member's lineage holds (the mark of §6.5)."""
     records, sched = state.records, state.schedule
     rows, R = cfg.record_rows, cfg.pool.reservoir_size
     live = jnp.arange(cfg.slots) < sched.size
@@ -457,10 +473,7 @@ def reserve_records(state: State, cfg: EngineConfig):
 
         return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
 
-    held = held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
-    free = first_unheld(held, cfg.chunk)
-    state = state._replace(records=records._replace(free=free, ok=jnp.all(free >= 0)))
-    return state, jnp.sum(~held, dtype=jnp.int32)
+    return held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
 
 
 FREE_SEARCH_BLOCK = 256  # rows per block of the search for free record rows

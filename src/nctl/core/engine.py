@@ -1361,8 +1361,9 @@ def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
 
 
 class Journal(NamedTuple):
-    """What learning a few rows overwrites, kept to undo it: the state but its arenas (copies), and per
-    layer the blocks those rows may overwrite: those they train in place, and those of the slots they
+    """What learning a few rows overwrites, kept to undo it: the state but its block arenas (copies; also
+    without the pool entries and the records' arrays where no pool boundary falls among the rows), and
+    per layer the blocks those rows may overwrite: those they train in place, and those of the slots they
     close (``ids`` [nets, B], padded with the layer's block count; ``rows`` [nets, B, W, width])."""
 
     small: State
@@ -1375,12 +1376,16 @@ GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d 
 
 def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
     """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
-    after it; None where learning the rows must be done on a copy instead: a pool boundary among the
-    rows (it writes pool entries), or an arena that the rows would enlarge."""
+    after it; None where learning the rows must be done on a copy instead: where they would enlarge an
+    arena."""
+    from nctl.core import boundary
+
     T, n = int(state.schedule.t), X.shape[0]
-    boundary = (T + n - 1) // cfg.chunk > (T - 1) // cfg.chunk  # some step t = 0 mod P
+    boundaries = (T + n - 1) // cfg.chunk - (T - 1) // cfg.chunk  # steps t = 0 mod P among the rows
     grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
-    if boundary or grows:
+    # a boundary reserves P record rows that no reservoir holds, and its reservoirs hold no row but those
+    # held now and those written since: with (boundaries + 1) P rows unheld now, none runs short (§6.5)
+    if grows or (boundaries and int(boundary.unheld_records(state, cfg)) < (boundaries + 1) * cfg.chunk):
         return None
     nets = state.nets
     normals, offsets, block_of, size, popped = jax.device_get(
@@ -1395,13 +1400,14 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
         touched = [np.unique(np.concatenate([t.reshape(-1), b[popped:size, cols].reshape(-1)]))
                    for t, b in zip(trained, block_of)]
         touched = [t[t >= 0] for t in touched]
-        width = 1 << max(0, max(map(len, touched)) - 1).bit_length()  # one compiled shape per power of two
+        # one compiled shape per power of two, and never more blocks than the arena holds
+        width = min(1 << max(0, max(map(len, touched)) - 1).bit_length(), shape.blocks)
         padded = np.full((cfg.n_nets, width), shape.blocks, np.int32)
         for i, t in enumerate(touched):
             padded[i, :len(t)] = t
         ids.append(jnp.asarray(padded))
         rows.append(_gather_blocks(nets.blocks[layer], ids[-1]))
-    return Journal(jax.tree.map(jnp.copy, _without_arenas(state)), tuple(ids), tuple(rows))
+    return Journal(jax.tree.map(jnp.copy, _without_arenas(state, boundaries > 0)), tuple(ids), tuple(rows))
 
 
 @jax.jit
@@ -1437,10 +1443,15 @@ def _gather_blocks(blocks, ids):
     return jax.vmap(lambda b, i: b.at[i].get(mode="fill", fill_value=0))(blocks, ids)
 
 
-def _without_arenas(state: State) -> State:
+def _without_arenas(state: State, boundary: bool) -> State:
     """``state`` without the arrays a journal does not copy: the blocks (restored from the journal's
-    rows), the pool entries (written at boundaries only) and the records (written in unheld rows)."""
-    nets = state.nets._replace(blocks=None, pool_rows=None, hidden=None, record_contexts=None)
+    rows) and, unless a pool ``boundary`` falls among the rows, the pool entries (written at boundaries
+    only) and the records' arrays (written, until a boundary, in the rows it reserved, which no
+    reservoir held)."""
+    state = state._replace(nets=state.nets._replace(blocks=None))
+    if boundary:
+        return state
+    nets = state.nets._replace(pool_rows=None, hidden=None, record_contexts=None)
     return state._replace(nets=nets, records=state.records._replace(z=None, y=None))
 
 
@@ -1450,6 +1461,9 @@ def undo(state: State, journal: Journal) -> State:
     blocks = tuple(jax.vmap(lambda b, i, r: b.at[i].set(r, mode="drop"))(b, i, r)
                    for b, i, r in zip(state.nets.blocks, journal.ids, journal.rows))
     small = journal.small
-    nets = small.nets._replace(blocks=blocks, pool_rows=state.nets.pool_rows, hidden=state.nets.hidden,
-                               record_contexts=state.nets.record_contexts)
-    return small._replace(nets=nets, records=small.records._replace(z=state.records.z, y=state.records.y))
+    nets, records = small.nets._replace(blocks=blocks), small.records
+    if nets.pool_rows is None:  # no pool boundary among the rows: what it alone writes was not copied
+        nets = nets._replace(pool_rows=state.nets.pool_rows, hidden=state.nets.hidden,
+                             record_contexts=state.nets.record_contexts)
+        records = records._replace(z=state.records.z, y=state.records.y)
+    return small._replace(nets=nets, records=records)
