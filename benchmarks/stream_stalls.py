@@ -5,10 +5,9 @@ per second after it, the slowest rows after it, the block arenas' depth before a
 high-dimensional input's arenas start lean and are enlarged as the tree deepens, docs/algorithm.md §6.2;
 their programs are compiled ahead, §6.8), the programs the stream itself compiled or loaded from the
 persistent cache after its first row (those compiled ahead run in other threads), and every row at
-which the state grew: its time and the next
-row's (the growth's work may finish in the next call: JAX dispatches asynchronously), the arenas before
-and after, and the state's bytes before and after (the enlarged state is new memory, which the
-operating system hands over page by page on its first write).
+which the state grew: its time and the next row's (the growth's work may finish in the next call: JAX
+dispatches asynchronously), the arenas before and after, and the state's bytes before and after (the
+enlarged state is new memory, which the operating system hands over page by page on its first write).
 
     python benchmarks/stream_stalls.py [--rows 5000] [--features 784] [--cache DIR]
 """
