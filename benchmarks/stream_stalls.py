@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 import nctl
+from nctl.compilation import programs_made
 from nctl.experiments.run import cpu_name
 
 
@@ -42,8 +43,24 @@ def main() -> None:
     arena_start = model.cfg_.arena_depth
     seconds = np.zeros(args.rows)
     growths = []
-    made = programs_made_by(threading.get_ident())
-    for i in range(1, args.rows):
+    with programs_made() as made:
+        learn_rows(model, X, y, seconds, growths)
+    for growth in growths:  # the row's and the next row's seconds
+        growth["s"] = [round(float(t), 3) for t in seconds[growth["row"]:growth["row"] + 2]]
+    slowest = np.argsort(seconds)[::-1][:5]
+    print(json.dumps({"cpu": cpu_name(), "rows": args.rows, "features": args.features, "first_row_s": round(first_s, 2),
+                      "rows_per_s_after_first": round((args.rows - 1) / seconds.sum(), 1),
+                      "median_row_ms": round(1e3 * float(np.median(seconds[1:])), 2),
+                      "slowest_rows": [{"row": int(i), "s": round(float(seconds[i]), 3)} for i in slowest],
+                      "programs_made_after_first_row": made.count(threading.get_ident()),
+                      "arena_depth": {"first_row": arena_start, "last_row": model.cfg_.arena_depth},
+                      "growths": growths}, indent=2))
+
+
+def learn_rows(model: "nctl.NCTL", X, y, seconds, growths: list) -> None:
+    """Rows 1.. of ``X, y`` one at a time as river drives the learner, each row's seconds kept in
+    ``seconds`` and each growth of the state listed in ``growths``."""
+    for i in range(1, X.shape[0]):
         cfg, held = model.cfg_, state_bytes(model)
         start = time.perf_counter()
         model.predict_proba_one(X[i])
@@ -54,34 +71,6 @@ def main() -> None:
                             "arena_depth": [cfg.arena_depth, model.cfg_.arena_depth],
                             "record_rows": [cfg.record_rows, model.cfg_.record_rows],
                             "state_gb": [round(held / 1e9, 3), round(state_bytes(model) / 1e9, 3)]})
-    for growth in growths:  # the row's and the next row's seconds
-        growth["s"] = [round(float(t), 3) for t in seconds[growth["row"]:growth["row"] + 2]]
-    slowest = np.argsort(seconds)[::-1][:5]
-    print(json.dumps({"cpu": cpu_name(), "rows": args.rows, "features": args.features, "first_row_s": round(first_s, 2),
-                      "rows_per_s_after_first": round((args.rows - 1) / seconds.sum(), 1),
-                      "median_row_ms": round(1e3 * float(np.median(seconds[1:])), 2),
-                      "slowest_rows": [{"row": int(i), "s": round(float(seconds[i]), 3)} for i in slowest],
-                      "programs_made_after_first_row": len(made),
-                      "arena_depth": {"first_row": arena_start, "last_row": model.cfg_.arena_depth},
-                      "growths": growths}, indent=2))
-
-
-def programs_made_by(thread: int) -> list:
-    """A list that grows by one for every program ``thread`` compiles or loads from the persistent
-    compilation cache from now on."""
-    made = []
-
-    def compiled(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration" and threading.get_ident() == thread:
-            made.append(event)
-
-    def loaded(event, **kwargs):
-        if event == "/jax/compilation_cache/cache_hits" and threading.get_ident() == thread:
-            made.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(compiled)
-    jax.monitoring.register_event_listener(loaded)
-    return made
 
 
 def state_bytes(model: "nctl.NCTL") -> int:

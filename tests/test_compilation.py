@@ -5,7 +5,6 @@ the compilation of each configuration."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -66,33 +65,9 @@ def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
     assert compilation.cli_cache() is None
 
 
-@contextlib.contextmanager
-def backend_compilations():
-    """A list that collects, with the thread that made it, every program made inside the block:
-    compiled by XLA, or loaded from the test session's persistent cache (conftest.py), which stands for
-    a compilation."""
-    compiles = []
-
-    def compiled(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(threading.get_ident())
-
-    def loaded(event, **kwargs):
-        if event == "/jax/compilation_cache/cache_hits":
-            compiles.append(threading.get_ident())
-
-    jax.monitoring.register_event_duration_secs_listener(compiled)
-    jax.monitoring.register_event_listener(loaded)
-    try:
-        yield compiles
-    finally:
-        jax.monitoring.unregister_event_duration_listener(compiled)
-        jax.monitoring.unregister_event_listener(loaded)
-
-
 def compilations_of(fn, *args) -> int:
     """Programs made for ``fn(*args)`` in this thread (not by an earlier learner's compile-ahead thread)."""
-    with backend_compilations() as compiles:
+    with compilation.programs_made() as compiles:
         jax.block_until_ready(fn(*args))
     return compiles.count(threading.get_ident())
 
@@ -129,7 +104,7 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     boundary before)."""
     X = np.random.default_rng(0).normal(size=(20, 3))
     model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
-    with backend_compilations() as compiles:
+    with compilation.programs_made() as compiles:
         model.learn_one(X[0], 1)  # river's order: the first prediction comes after the first learning
         first = len(compiles)
         for x in X[1:]:
@@ -152,7 +127,7 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     monkeypatch.setattr(engine, "ENLARGE_AHEAD_DOUBLINGS", 1)
     X = np.random.default_rng(1).normal(size=(100, 3))
     model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
-    with backend_compilations() as compiles:
+    with compilation.programs_made() as compiles:
         model.learn_one(X[0], 1)
         start, first = model.cfg_, compiles.count(threading.get_ident())
         for x in X[1:]:

@@ -12,7 +12,9 @@ instead of compiling. The command line turns it on for every command; library us
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 import jax
@@ -72,3 +74,27 @@ def adopt(cache: tuple[str, bool] | None) -> None:
         enable_compilation_cache(cache[0], exported=cache[1])
     except OSError:  # no folder here: compile without a cache rather than fail the seed
         pass
+
+
+@contextlib.contextmanager
+def programs_made():
+    """A list that collects, as the identifier of the thread that made it, every program made inside
+    the block: compiled by XLA, or loaded from the persistent compilation cache (what a process that had
+    compiled it before does instead)."""
+    made = []
+
+    def compiled(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            made.append(threading.get_ident())
+
+    def loaded(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            made.append(threading.get_ident())
+
+    jax.monitoring.register_event_duration_secs_listener(compiled)
+    jax.monitoring.register_event_listener(loaded)
+    try:
+        yield made
+    finally:
+        jax.monitoring.unregister_event_duration_listener(compiled)
+        jax.monitoring.unregister_event_listener(loaded)
