@@ -22,10 +22,12 @@ PROGRESS = "progress.json"
 
 class FileCheckpoint:
     """A :class:`nctl.evaluate.Checkpoint` in ``folder``; ``seconds`` counts the run's time over every
-    process that worked on it."""
+    process that worked on it. ``learner``: the learner last loaded or saved (None before either); on a
+    resume it is the restored learner that the run goes on with, not the one the run was given."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
+        self.learner = None
         self._earlier_seconds = 0.0
         self._started = time.perf_counter()
 
@@ -51,10 +53,12 @@ class FileCheckpoint:
             raise ValueError(f"checkpoint file {path} is unreadable ({type(error).__name__}: {error}); delete "
                              f"{self.folder} to start this seed again from its beginning") from error
         self._earlier_seconds, self._started = seconds, time.perf_counter()
+        self.learner = learner
         return learner, evaluations, curve
 
     def save(self, learner, evaluations: int, curve: dict[str, np.ndarray]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.learner = learner
         names = {"learner": f"learner-{evaluations:05d}.npz", "curve": f"curve-{evaluations:05d}.npz"}
         learner.save(self.folder / names["learner"])
         rows = {v: rows[:evaluations] for v, rows in curve.items()}

@@ -177,7 +177,8 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
             report = None if progress is None else partial(progress, f"seed {seed} {name}")
             result, seconds = _timed(evaluate.evaluate_task_matrix, learner, stream, variants=exp.variants,
                                      checkpoint=checkpoint, on_progress=report, **protocol)
-            seconds = seconds if checkpoint is None else checkpoint.seconds
+            if checkpoint is not None:  # a resumed run went on with the learner it restored
+                seconds, learner = checkpoint.seconds, checkpoint.learner
         variants = {}
         for variant in result.variants:
             R = result.matrix[variant]
