@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@pytest.mark.parametrize("document", ["README.md", "docs/RESULTS.md"])
+@pytest.mark.parametrize("document", ["README.md", "docs/RESULTS.md", "docs/performance.md", "docs/index.md"])
 def test_every_local_link_points_to_a_file(document):
     path = ROOT / document
     targets = [t for t in LINK.findall(path.read_text()) if not t.startswith(("http://", "https://"))]
