@@ -1,6 +1,6 @@
 """The first layer's train step of the Split MNIST network on its own, as JSON: how close gathering,
 predicting, updating and scattering whole blocks comes to the memory-bandwidth floor, for the block
-layouts and scatter forms the engine could use, and for its CPU kernel (docs/RESULTS.md, engine v2).
+layouts and scatter forms the engine could use, and for its CPU kernel (docs/algorithm.md §6.11).
 
 Per live slot (10 of them): gather 50 blocks of 16 lanes x 785 weights from an arena, predict with
 every row, update every row, scatter the blocks back. The floor moves those rows once each way.

@@ -31,7 +31,7 @@ echo "throughput: rc $?" >> "$log"
 timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --save "$out/trace-gpu.npz" >>"$log" 2>&1
 echo "trace: rc $?" >> "$log"
 # the pool decisions of its first 10 steps on the GPU and on this machine's CPU, from the same hyperplanes:
-# the first line that differs names the decision that parted them (docs/RESULTS.md, tenth session)
+# the first line that differs names the decision that parted them
 decisions=(benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare "$out/trace-gpu.npz" --decisions 10)
 timeout 60 python3 "${decisions[@]}" > "$out/decisions-gpu.txt" 2>&1
 echo "decisions on the GPU: rc $?" >> "$log"

@@ -9,8 +9,8 @@ them from the learner anyway), and prints the first step whose prediction or sta
 differences of each leaf. ``--decisions N`` prints, for the first N steps, every member ranking of
 bounded mode (log weights and lanes), every winner choice and every pool comparison (``a``, ``b``, ``a
 beats b``), from the saved hyperplanes where ``--compare`` names a file: run on two platforms, the first
-line that differs shows which decision parted them. Made to find why the bounded-mode cases depart from
-the reference on a GPU (docs/RESULTS.md, 2026-11-27, ninth and tenth sessions).
+line that differs shows which decision parted them (for instance where a bounded-mode case departs
+from the reference on a GPU).
 
     python benchmarks/trace_steps.py CASE --save gpu.npz          # on the GPU machine
     python benchmarks/trace_steps.py CASE --compare gpu.npz       # here, on the CPU

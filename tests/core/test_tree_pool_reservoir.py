@@ -83,7 +83,7 @@ def test_beats_needs_more_than_rounding():
         assert bool(pool.beats(2.0, 0.5, 1.0, tolerance)) and not bool(pool.beats(1.4, 0.5, 1.0, tolerance))
         assert bool(pool.beats(-4.6458, -4.6459, 0.0, tolerance))
     # a refine test's two lineage log likelihoods of float32 predictions on a GPU, where this CPU computed
-    # them equal: rows that parted by float32 rounding steps before (docs/RESULTS.md, thirteenth session)
+    # them equal: rows that parted by float32 rounding steps before (docs/algorithm.md §4.8)
     # are a tie; float64 predictions (KT counts) keep the finer tolerance
     gpu_pair = (-4.645898590107247, -4.645898798042708)
     assert not bool(pool.beats(*gpu_pair, 0.0, f32)) and bool(pool.beats(*gpu_pair, 0.0, f64))
