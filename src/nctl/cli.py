@@ -132,9 +132,25 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+# what reading a results file whose structure is not the expected one can raise beyond the checks of
+# ``report.load``; named with the file rather than shown as a traceback
+STRUCTURE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, StopIteration, ZeroDivisionError)
+
+
+def _failed_on(path, error: Exception) -> ValueError:
+    detail = f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+    return ValueError(f"{path} could not be read as a results file of `nctl run` ({detail})")
+
+
 def cmd_report(args) -> int:
-    text = report.markdown(report.load(path) for path in args.results)
-    if args.out:
+    loaded = [report.load(path) for path in args.results]
+    for path, results in zip(args.results, loaded):  # each file's table alone, so that an error names the file
+        try:
+            report.markdown([results])
+        except STRUCTURE_ERRORS as error:
+            raise _failed_on(path, error) from error
+    text = report.markdown(loaded)
+    if args.out is not None:
         _atomic.check_writable(Path(args.out).parent)
         _atomic.write_text(args.out, text)
     print(text, end="")
@@ -146,9 +162,24 @@ def cmd_plot(args) -> int:
 
     _atomic.check_writable(args.out)
     for path in args.results:
-        for figure in plots.plot_results(report.load(path), args.out):
+        results = report.load(path)
+        try:
+            figures = plots.plot_results(results, args.out)
+        except STRUCTURE_ERRORS as error:
+            raise _failed_on(path, error) from error
+        for figure in figures:
             print(figure)
     return 0
+
+
+def _named_path(what: str):
+    """An argparse type: a path that is not empty (an empty one would mean the current folder unsaid)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"must name a {what}, got {text!r}")
+        return text
+
+    return parse
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -159,7 +190,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--first-seed", type=_at_least(0), default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="results folder (default: ./results)")
+    parser.add_argument("--out", type=_named_path("folder"), default=DEFAULT_OUT,
+                        help="results folder (default: ./results)")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $NCTL_DATA, else the user cache)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--resumable", action="store_true",
@@ -198,12 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")
     rep.add_argument("results", nargs="+", help="results.json files or their folders")
-    rep.add_argument("--out", default=None, help="also write the table to this file")
+    rep.add_argument("--out", type=_named_path("file"), default=None, help="also write the table to this file")
     rep.set_defaults(func=cmd_report)
 
     plot = sub.add_parser("plot", help="figures (PNG) of results files")
     plot.add_argument("results", nargs="+")
-    plot.add_argument("--out", default="figures", help="folder for the PNG files")
+    plot.add_argument("--out", type=_named_path("folder"), default="figures", help="folder for the PNG files")
     plot.set_defaults(func=cmd_plot)
 
     data_cli.add_parser(sub)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from nctl.evaluate import summarize_seeds
-from nctl.experiments import configs
+from nctl.experiments import configs, schema
 
 PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "learning_acc", "accuracy", "test_accuracy",
                    "recurring_accuracy"}
@@ -30,7 +30,8 @@ ANCHOR_FOR = {"NCTL": "NCTL (paper", "EWC": "EWC", "Online EWC": "Online EWC", "
 
 
 def load(path: str | Path) -> dict:
-    """A results file, or the ``results.json`` in a folder; ValueError naming a file that is not one."""
+    """A results file, or the ``results.json`` in a folder; ValueError naming a file that is not one,
+    and the first field that is missing or of the wrong type (``nctl.experiments.schema``)."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
@@ -38,9 +39,8 @@ def load(path: str | Path) -> dict:
         raise FileNotFoundError(f"no results file at {path}")
     try:
         results = json.loads(path.read_text())
-        if not {"experiment", "kind", "summary", "seeds"} <= set(results):
-            raise ValueError("not a results file of `nctl run`")
-    except (ValueError, TypeError) as error:
+        schema.check(results)
+    except ValueError as error:
         raise ValueError(f"{path} is unreadable ({error}); run its experiment again to rebuild it") from error
     return results
 

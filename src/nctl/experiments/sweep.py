@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from nctl import _atomic
 from nctl.experiments import executors, report, validate
 from nctl.experiments.configs import Experiment
-from nctl.experiments.run import write_json, config_hash, run_all
+from nctl.experiments.run import write_json, run_all
 
 TABLE, NUMBERS = "sweep.md", "sweep.json"
 
@@ -61,10 +61,9 @@ def configurations(base: Experiment, fixed: Mapping[str, str], grid: Mapping[str
         shown = " ".join(f"{key}={value}" for key, value in setting.items())
         try:
             exp = base.replace({**fixed, **setting})
-            validate.check(exp)
+            key = validate.canonical_key(exp)  # 1 and 1.0 of a number setting are one configuration
         except ValueError as error:
             raise ValueError(f"grid setting {shown}: {error}") from error
-        key = config_hash(exp)
         if key in settings_of:
             raise ValueError(f"grid settings {settings_of[key]} and {shown} make the same configuration")
         settings_of[key] = shown
