@@ -105,6 +105,7 @@ class _OnlineLearner:
 
     n_classes: int
     seed: int
+    _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
 
     def __post_init__(self) -> None:
         self._state = None
@@ -152,10 +153,15 @@ class _OnlineLearner:
         return _bytes_of(partial(self._fresh_state, n_features))
 
     def _ensure_state(self, n_features: int) -> None:
+        """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
+        unchanged, when it does not fit (checked first, and where its allocation fails)."""
         if self._state is None:
+            what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
+            _memory.check_fits(what, needed, self._memory_remedy)
             _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
-            self.n_features_ = n_features
-            self.state_ = _committed(self._init_state(n_features))
+            with _memory.allocation(what, needed, self._memory_remedy):
+                state = _committed(self._init_state(n_features))
+            self.n_features_, self.state_ = n_features, state
 
     def _outputs(self, probs: np.ndarray) -> np.ndarray:
         """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
@@ -206,15 +212,8 @@ class _OnlineLearner:
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
         if len(X):
-            self._check_fits(X.shape[1])
             self._ensure_state(X.shape[1])
         return X, y
-
-    def _check_fits(self, n_features: int) -> None:
-        """MemoryError, before the state is created, when it would not fit in free memory."""
-        if self._state is None:
-            _memory.check_fits(f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features),
-                               "lower context_bits, layer_sizes or pool_size, or use a machine with more memory")
 
     def _first_state_bytes(self, n_features: int) -> int:
         """Bytes of the state the first example creates."""
@@ -237,7 +236,6 @@ class _OnlineLearner:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
-        self._check_fits(X.shape[1])
         self._ensure_state(X.shape[1])
         return self._outputs(self._predict(X))
 
@@ -287,8 +285,10 @@ class _OnlineLearner:
 def _committed(state):
     """``state`` committed to the default device. Programs compiled ahead of need (engine §6.8) return
     committed arrays, and a jitted program compiles once per committed-ness of its inputs: a state that
-    is committed from the start has one kind of array all its life, so nothing compiles twice."""
-    return jax.device_put(state, jax.devices()[0])
+    is committed from the start has one kind of array all its life, so nothing compiles twice. Waits
+    for the state first, so that a failed allocation raises here (an array whose computation failed
+    can hang, once moved, whatever reads it)."""
+    return jax.device_put(jax.block_until_ready(state), jax.devices()[0])
 
 
 def _jsonable(params: dict) -> dict:
@@ -490,6 +490,7 @@ class NCTL(_OnlineLearner):
     max_weight: float = mixing.MAX_WEIGHT
     seed: int = 0
     trained_members: int | None = None
+    _memory_remedy = "lower context_bits, layer_sizes or pool_size, or give the process more memory"
 
     def __post_init__(self) -> None:
         check_fields(self, NCTL_RULES)
