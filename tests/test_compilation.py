@@ -97,6 +97,27 @@ def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_lear
     assert compilations_of(double, x) == 1 and np.all(np.isfinite(p)) and model.t_ == 3
 
 
+def test_a_program_loaded_from_the_persistent_cache_counts_once():
+    """Whether a program is stored depends on how long it took to compile (``MIN_COMPILE_SECONDS``): on a
+    loaded machine a small one is, and the tests that count programs made after ``jax.clear_caches``
+    then load it. A load counts once, as a compilation does (it also records a cache hit)."""
+    if compilation.current() is None:
+        pytest.skip("no persistent compilation cache in this process (tests/conftest.py turns one on)")
+    hits = []
+    count_hits = lambda event, **kwargs: hits.append(event) if event == "/jax/compilation_cache/cache_hits" else None  # noqa: E731
+    previous = jax.config.jax_persistent_cache_min_compile_time_secs
+    quintuple, x = jax.jit(lambda x: 5 * x + 1), np.ones(3)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # stored however fast it compiles
+    jax.monitoring.register_event_listener(count_hits)
+    try:
+        assert compilations_of(quintuple, x) == 1 and not hits  # compiled, and stored
+        jax.clear_caches()
+        assert compilations_of(quintuple, x) == 1 and len(hits) == 1  # loaded
+    finally:
+        jax.monitoring.unregister_event_listener(count_hits)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", previous)
+
+
 def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row():
     """§6.8: the pool-boundary and one-row prediction programs are compiled with the first row's, and
     every program keeps its inputs' kind of array, so the first boundaries (steps 4, 8, ...) and the

@@ -24,6 +24,8 @@ from nctl.core import programs
 CACHE_ENV = "NCTL_CACHE_DIR"  # a folder, or "off" to leave the cache off in the command line
 EXPORTED = "exported"  # the subfolder of the engine's exported programs
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a disk entry
+# JAX's event timing the making of a program: an XLA compilation, or a load from the persistent cache
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 def default_cache_dir() -> Path:
@@ -80,21 +82,16 @@ def adopt(cache: tuple[str, bool] | None) -> None:
 def programs_made():
     """A list that collects, as the identifier of the thread that made it, every program made inside
     the block: compiled by XLA, or loaded from the persistent compilation cache (what a process that had
-    compiled it before does instead)."""
+    compiled it before does instead). JAX times both under one event, the one counted here (a load also
+    records a cache hit, which is not counted: it would count the program twice)."""
     made = []
 
-    def compiled(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
+    def made_one(event, duration, **kwargs):
+        if event == BACKEND_COMPILE_EVENT:
             made.append(threading.get_ident())
 
-    def loaded(event, **kwargs):
-        if event == "/jax/compilation_cache/cache_hits":
-            made.append(threading.get_ident())
-
-    jax.monitoring.register_event_duration_secs_listener(compiled)
-    jax.monitoring.register_event_listener(loaded)
+    jax.monitoring.register_event_duration_secs_listener(made_one)
     try:
         yield made
     finally:
-        jax.monitoring.unregister_event_duration_listener(compiled)
-        jax.monitoring.unregister_event_listener(loaded)
+        jax.monitoring.unregister_event_duration_listener(made_one)
