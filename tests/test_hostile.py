@@ -1,6 +1,7 @@
 """Issue 16, case by case: what a careful, hostile user tried, and what must happen instead of losing
 finished work or running a bad setting silently. Numbers in the comments are the issue's cases."""
 
+import copy
 import json
 import re
 import signal
@@ -20,6 +21,7 @@ from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import write_json, _write_seed, aggregate, config_folder, config_hash, write_results
 from nctl.river import GLNClassifier, NCTLClassifier
+from nctl.sklearn import GLNClassifier as SkGLNClassifier, NCTLClassifier as SkNCTLClassifier
 
 TINY = dict(layer_sizes=(3, 1), context_bits=1, learning_rate=0.1)
 TINY_NCTL = dict(TINY, pool_size=2, min_segment=4, reservoir_size=4, depth=6)
@@ -522,3 +524,43 @@ def test_cgroup_memory_limits_of_the_group_and_the_groups_above_are_read(tmp_pat
         assert [(room.left, room.limit) for room in _memory.cgroup_rooms(proc)] == [(800_000_000, 1_000_000_000)]
     (proc / "mountinfo").write_text("")  # no hierarchy mounted
     assert _memory.cgroup_rooms(proc) == []
+
+
+# ----------------------------------------------------------------------------- issue 59, 4: copies
+
+
+def _learn_rows(model, X, y):
+    if isinstance(model, (GLNClassifier, NCTLClassifier)):
+        for row, label in zip(X, y):
+            model.learn_one(dict(enumerate(row.tolist())), bool(label))
+    elif isinstance(model, (SkGLNClassifier, SkNCTLClassifier)):
+        model.partial_fit(X, y, classes=[0, 1])
+    else:
+        for row, label in zip(X, y):  # some rows kept back by learn_one when copied
+            model.learn_one(row, label)
+
+
+def _predictions(model, X):
+    if isinstance(model, (GLNClassifier, NCTLClassifier)):
+        return np.array([model.predict_proba_one(dict(enumerate(row.tolist())))[True] for row in X])
+    return model.predict_proba(X) if isinstance(model, (SkGLNClassifier, SkNCTLClassifier)) else \
+        model.predict_proba_many(X)
+
+
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy])
+@pytest.mark.parametrize("make", [lambda: nctl.GLN(**TINY), lambda: nctl.NCTL(**TINY_NCTL),
+                                  lambda: GLNClassifier(**TINY), lambda: NCTLClassifier(**TINY_NCTL),
+                                  lambda: SkGLNClassifier(**TINY), lambda: SkNCTLClassifier(**TINY_NCTL)],
+                         ids=["GLN", "NCTL", "river-GLN", "river-NCTL", "sklearn-GLN", "sklearn-NCTL"])
+def test_a_copy_learns_apart_from_the_original(make, how):
+    X, y = data(40)
+    model = make()
+    _learn_rows(model, X[:20], y[:20])
+    before = _predictions(model, X)
+    twin = how(model)
+    _learn_rows(twin, X[20:], y[20:])  # learning donates the copy's buffers: they must be its own
+    np.testing.assert_array_equal(_predictions(model, X), before)
+    _learn_rows(model, X[20:], y[20:])
+    np.testing.assert_array_equal(_predictions(twin, X), _predictions(model, X))
+    learner = getattr(twin, "learner_", getattr(twin, "_learner", twin))
+    assert all(leaf.committed for leaf in jax.tree.leaves(learner.state_))  # as a fresh state is: nothing compiles twice

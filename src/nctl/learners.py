@@ -261,6 +261,15 @@ class _OnlineLearner:
         self._copy_extra(twin)
         return twin
 
+    def __copy__(self):
+        """``copy.copy`` is ``copy()``: a copy that shared the state would lose it once either learner
+        learned (learning donates the state's buffers, which deletes them for every holder)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy`` is ``copy()``, whose state stays committed to the device (``_committed``)."""
+        return self.copy()
+
     def _copy_extra(self, twin) -> None:
         pass
 

@@ -7,6 +7,7 @@ extra); ``import nctl`` does not load it, import it as ``nctl.river``.
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 
@@ -35,6 +36,11 @@ class _Classifier(base.Classifier):
         self._learner = self._learner_class(**self._get_params())
         self._features: list | None = None  # feature names in vector order
         self._labels: list = []  # class index -> label; binary: [False, True] or [0, 1]
+
+    def __copy__(self):
+        """``copy.copy`` is ``copy.deepcopy``: a classifier that learns apart from this one (a shallow copy
+        would share, and go on training, this one's learner)."""
+        return copy.deepcopy(self)
 
     @property
     def _multiclass(self) -> bool:

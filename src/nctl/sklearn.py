@@ -20,6 +20,8 @@ True
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
@@ -36,6 +38,11 @@ class _Classifier(ClassifierMixin, BaseEstimator):
     (the nctl learner, for ``save`` and ``nctl.inspect``)."""
 
     _learner_class: type
+
+    def __copy__(self):
+        """``copy.copy`` is ``copy.deepcopy``: a classifier that learns apart from this one (a shallow copy
+        would share, and go on training, this one's learner)."""
+        return copy.deepcopy(self)
 
     def fit(self, X, y):
         """Learn the rows of ``X`` [n, d] in order, once, from a fresh learner."""
