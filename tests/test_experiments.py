@@ -23,6 +23,7 @@ TINY = {
     "permuted-mnist": PERMUTED_TINY,
     "permuted-mnist-reduced": PERMUTED_TINY,
     "permuted-mnist-deskewed": PERMUTED_TINY,
+    "permuted-mnist-deskewed-c256-bounded": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},
@@ -209,7 +210,9 @@ def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_resu
     with pytest.raises(KeyboardInterrupt):
         run(exp, [0], tmp_path / "resumed", progress=False, resumable=True)
     kept = config_folder(tmp_path / "resumed", exp) / "checkpoints"
-    assert json.loads(next(kept.glob("*/nctl/progress.json")).read_text())["evaluations"] == 3
+    progress = next(kept.glob("*/nctl/progress.json"))
+    assert json.loads(progress.read_text())["evaluations"] == 3
+    progress.write_text(json.dumps({**json.loads(progress.read_text()), "seconds": 1e4}))  # as after hours of work
 
     monkeypatch.setattr(FileCheckpoint, "save", save)
     monkeypatch.setattr(FileCheckpoint, "load", spied_load)
@@ -217,6 +220,8 @@ def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_resu
     assert resumed_at == [3, None]  # NCTL went on from its save, GLN started afresh
     assert "pool_events" in resumed["learners"]["nctl"]  # read from the restored learner, not a fresh one
     assert untimed(resumed) == untimed(plain)  # every field but timing
+    # the wall time of a resumed seed counts the interrupted process's training too
+    assert resumed["wall_s"] >= sum(entry["seconds"] for entry in resumed["learners"].values()) > 1e4
     assert not any(kept.iterdir())  # a finished seed's checkpoints are deleted
     with pytest.raises(ValueError, match="task-matrix"):
         run(configs.get("demo"), [0], tmp_path / "prequential", progress=False, resumable=True)

@@ -2,10 +2,11 @@
 
     nctl list
     nctl run NAME [--seeds N] [--first-seed S] [--set key=value ...] [--out DIR] [--data-dir DIR] [--resumable]
+              [--seed-store DIR]
               [--executor local [--workers N] | --executor ray [--address ADDR] [--cpus-per-task N]
               [--gpus-per-task N]]
-    nctl sweep NAME --grid key=v1,v2 [--grid ...] [the options of run]
-    nctl report RESULTS... [--out FILE]
+    nctl sweep NAME --grid key=v1,v2 [--grid ...] [the options of run but --seed-store]
+    nctl report RESULTS... [--out FILE]     (results files, their folders, seed files or seed stores)
     nctl plot RESULTS... [--out DIR]
     nctl data download [NAME] | nctl data verify
     nctl saliency transition | nctl saliency pseudo-tasks
@@ -105,13 +106,15 @@ def cmd_run(args) -> int:
     exp = configs.get(args.name).replace(_parse_settings(args.set))
     try:
         results = run(exp, _seeds(args, exp), args.out, data_dir=args.data_dir, executor=_executor(args),
-                      progress=not args.quiet, resumable=args.resumable)
+                      progress=not args.quiet, resumable=args.resumable, seed_store=args.seed_store)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
         return 130
     print(report.markdown([results]), end="")
     print(f"results: {config_folder(args.out, exp) / 'results.json'} (every seed of these settings; "
           f"copied to {Path(args.out) / exp.name / 'results.json'})")
+    if args.seed_store is not None:
+        print(f"seed files: {Path(args.seed_store) / (exp.name + '-seed-*.json')}")
     return 0
 
 
@@ -143,13 +146,13 @@ def _failed_on(path, error: Exception) -> ValueError:
 
 
 def cmd_report(args) -> int:
-    loaded = [report.load(path) for path in args.results]
-    for path, results in zip(args.results, loaded):  # each file's table alone, so that an error names the file
+    loaded = report.load_all(args.results)
+    for path, results in loaded:  # each file's table alone, so that an error names the file
         try:
             report.markdown([results])
         except STRUCTURE_ERRORS as error:
             raise _failed_on(path, error) from error
-    text = report.markdown(loaded)
+    text = report.markdown(results for _, results in loaded)
     if args.out is not None:
         _atomic.check_writable(Path(args.out).parent)
         _atomic.write_text(args.out, text)
@@ -161,8 +164,7 @@ def cmd_plot(args) -> int:
     from nctl import plots
 
     _atomic.check_writable(args.out)
-    for path in args.results:
-        results = report.load(path)
+    for path, results in report.load_all(args.results):
         try:
             figures = plots.plot_results(results, args.out)
         except STRUCTURE_ERRORS as error:
@@ -218,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_parser = sub.add_parser("run", help="run an experiment and write its results file")
     _run_options(run_parser)
+    run_parser.add_argument("--seed-store", type=_named_path("folder"), default=None, metavar="DIR",
+                            help="a folder of finished seeds of this configuration, one small file each "
+                                 "(NAME-seed-0007.json; e.g. under docs/results/ to commit them): its seeds "
+                                 "are reused, each seed that finishes is added; a seed file there of another "
+                                 "configuration is an error. `nctl report DIR` merges them")
     run_parser.set_defaults(func=cmd_run)
 
     sweep_parser = sub.add_parser("sweep", help="run a grid of settings and write one table of every setting's summary")
@@ -229,12 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_parser.set_defaults(func=cmd_sweep)
 
     rep = sub.add_parser("report", help="markdown table of results beside the published anchors")
-    rep.add_argument("results", nargs="+", help="results.json files or their folders")
+    rep.add_argument("results", nargs="+", help="results.json files or their folders; seed files of --seed-store "
+                                                "or their folders, merged per configuration")
     rep.add_argument("--out", type=_named_path("file"), default=None, help="also write the table to this file")
     rep.set_defaults(func=cmd_report)
 
     plot = sub.add_parser("plot", help="figures (PNG) of results files")
-    plot.add_argument("results", nargs="+")
+    plot.add_argument("results", nargs="+", help="as for report")
     plot.add_argument("--out", type=_named_path("folder"), default="figures", help="folder for the PNG files")
     plot.set_defaults(func=cmd_plot)
 

@@ -28,12 +28,12 @@ class FileCheckpoint:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self.learner = None
-        self._earlier_seconds = 0.0
+        self.earlier_seconds = 0.0  # spent by the processes before the last load
         self._started = time.perf_counter()
 
     @property
     def seconds(self) -> float:
-        return self._earlier_seconds + time.perf_counter() - self._started
+        return self.earlier_seconds + time.perf_counter() - self._started
 
     def load(self):
         """(learner, evaluations, curve) of the last save, or None without one; ValueError naming the
@@ -52,7 +52,7 @@ class FileCheckpoint:
         except (ValueError, KeyError, TypeError, EOFError, OSError, zipfile.BadZipFile) as error:
             raise ValueError(f"checkpoint file {path} is unreadable ({type(error).__name__}: {error}); delete "
                              f"{self.folder} to start this seed again from its beginning") from error
-        self._earlier_seconds, self._started = seconds, time.perf_counter()
+        self.earlier_seconds, self._started = seconds, time.perf_counter()
         self.learner = learner
         return learner, evaluations, curve
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from nctl.evaluate import summarize_seeds
 from nctl.experiments import configs, schema
+from nctl.experiments.run import RESULTS, STORED_SEED, stored_results
 
 PERCENT_METRICS = {"acc", "bwt", "fwt", "forgetting", "aia", "learning_acc", "accuracy", "test_accuracy",
                    "recurring_accuracy"}
@@ -43,6 +44,26 @@ def load(path: str | Path) -> dict:
     except ValueError as error:
         raise ValueError(f"{path} is unreadable ({error}); run its experiment again to rebuild it") from error
     return results
+
+
+def load_all(paths: Iterable[str | Path]) -> list[tuple[str, dict]]:
+    """(where from, results) of each results file in ``paths`` (or folder holding one), then of each
+    configuration of the seed files in ``paths`` (seed stores' files, or folders of them), merged
+    (``run.stored_results``): the seeds of separate runs in one table."""
+    loaded, seed_files = [], []
+    for path in map(Path, paths):
+        if path.is_dir() and not (path / RESULTS).exists():
+            found = sorted(p for p in path.glob("*-seed-*.json") if STORED_SEED.fullmatch(p.name))
+            if not found:
+                raise FileNotFoundError(f"no results file or seed files in {path}")
+            seed_files += found
+        elif path.is_file() and STORED_SEED.fullmatch(path.name):
+            seed_files.append(path)
+        else:
+            loaded.append((str(path), load(path)))
+    for results in stored_results(dict.fromkeys(p.resolve() for p in seed_files)):
+        loaded.append((f"the seed files of {results['experiment']} ({results['config_hash']})", results))
+    return loaded
 
 
 def _number(value) -> float:

@@ -19,6 +19,15 @@ a lock, at the end of every run, so runs of one configuration side by side (seed
 leave a file that lists all ten. Every file is written whole or not at all (``nctl._atomic``) and
 is strict JSON: an undefined number (NaN, infinity) is stored as null. Seed files and checkpoints of
 the earlier layout (``NAME/seeds/``, ``NAME/checkpoints/seed-0007-HASH/``) are still picked up.
+
+A seed store (``seed_store``, ``nctl run --seed-store DIR``) keeps finished seeds of one configuration
+apart from ``out``, in a folder that can be committed: ``DIR/NAME-seed-0007.json`` holds the seed's
+numbers with everything that says what they are (``SEED_FORMAT``, the experiment, the configuration
+and its hash, the package versions and CPU of the run that stored it); no learner state. A run reuses
+the store's seeds of its configuration, copies there each seed it finishes (and each finished seed of
+``out`` missing there), and refuses, before anything runs, a store holding a seed file of the
+experiment with another configuration: such a file is never overwritten nor mixed in. ``stored_results``
+merges seed files, from any number of runs, into the results of each configuration.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -38,12 +48,14 @@ import numpy as np
 
 from nctl import _atomic
 from nctl.evaluate import summarize_seeds
-from nctl.experiments import executors, validate
+from nctl.experiments import executors, schema, validate
 from nctl.experiments.configs import TASK_MATRIX, Experiment
 from nctl.experiments.runners import run_seed
 
 NOT_SUMMARISED = {"seed", "params", "curve_steps", "tasks", "target", "steps", "window", "log_loss_eps"}
 RESULTS = "results.json"
+SEED_FORMAT = "nctl seed 1"  # the "format" of a seed store's file
+STORED_SEED = re.compile(r"(?P<name>.+)-seed-(?P<seed>\d+)\.json")  # NAME-seed-0007.json
 LOCK = ".lock"  # in the experiment's folder: held while a results file is rebuilt
 
 
@@ -150,22 +162,25 @@ class SeedsFailed(RuntimeError):
 
 
 def run(exp: Experiment, seeds: Iterable[int], out: str | Path, data_dir=None,
-        executor: executors.Executor = executors.in_process, progress: bool = True, resumable: bool = False) -> dict:
-    """Run every seed of ``exp`` not already finished under ``out`` (``run_all`` of one configuration);
-    returns its results."""
-    return run_all([exp], seeds, out, data_dir, executor, progress, resumable)[0]
+        executor: executors.Executor = executors.in_process, progress: bool = True, resumable: bool = False,
+        seed_store: str | Path | None = None) -> dict:
+    """Run every seed of ``exp`` not already finished under ``out`` or in ``seed_store``
+    (``run_all`` of one configuration); returns its results."""
+    return run_all([exp], seeds, out, data_dir, executor, progress, resumable, seed_store)[0]
 
 
 def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, data_dir=None,
             executor: executors.Executor = executors.in_process, progress: bool = True,
-            resumable: bool = False) -> list[dict]:
+            resumable: bool = False, seed_store: str | Path | None = None) -> list[dict]:
     """Run every seed of every configuration in ``exps`` not already finished under ``out``, on
     ``executor`` (``nctl.experiments.executors``; by default in this process), writing each seed's
     file as soon as it returns; then rebuild and return each configuration's results (every finished
     seed). ``resumable``: save task-matrix learners at every task end and resume unfinished seeds
-    there. Every configuration is checked and ``out`` is made and tested for writing before any seed
-    runs. A seed that fails does not stop the others: once they are done and the results files are
-    written, SeedsFailed names every failed seed (its cause: the first error)."""
+    there. ``seed_store`` (one configuration only): a folder of finished seeds to reuse and to add
+    each finished seed to (module docstring). Every configuration and the seed store are checked and
+    ``out`` is made and tested for writing before any seed runs. A seed that fails does not stop the
+    others: once they are done and the results files are written, SeedsFailed names every failed seed
+    (its cause: the first error)."""
     seeds = list(seeds)
     if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"seeds must be one or more integers >= 0, got {seeds}")
@@ -173,8 +188,14 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
         if resumable and exp.kind != TASK_MATRIX:
             raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
         validate.check(exp)
+    if seed_store is not None and len(exps) != 1:
+        raise ValueError(f"a seed store holds the seeds of one configuration; this run has {len(exps)}")
+    stored = {} if seed_store is None else store_seeds(seed_store, exps[0])
+    store = None if seed_store is None else _atomic.check_writable(Path(seed_store))
     folders = [_atomic.check_writable(config_folder(out, exp)) for exp in exps]
     finished = [_load_finished(folder, seeds, config_hash(exp)) for exp, folder in zip(exps, folders)]
+    if store is not None:
+        _share(store, exps[0], folders[0], seeds, stored, finished[0])
     owners, tasks = [], []  # per pending seed: the index of its configuration, and run_seed's arguments
     for owner, (exp, folder) in enumerate(zip(exps, folders)):
         for seed in (s for s in seeds if s not in finished[owner]):
@@ -193,6 +214,8 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
             else:
                 finished[owner][seed] = outcome
                 _write_seed(folders[owner], seed, config_hash(exp), outcome)
+                if store is not None:
+                    _write_stored_seed(store, exp, outcome)
                 shutil.rmtree(_checkpoint_path(folders[owner], seed), ignore_errors=True)
                 steps_trained += _steps(outcome)
             if bar is not None:
@@ -214,6 +237,113 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
         failed = [(*tasks[index][:2], failures[index]) for index in sorted(failures)]
         raise SeedsFailed(_failure_message(failed, len(tasks), len(exps) > 1), failed) from failed[0][2]
     return results
+
+
+def stored_seed_path(store: str | Path, name: str, seed: int) -> Path:
+    """The file of ``seed`` of experiment ``name`` in seed store ``store``."""
+    return Path(store) / f"{name}-seed-{seed:04d}.json"
+
+
+def read_stored_seed(path: str | Path) -> dict:
+    """A seed store's file, checked: ValueError naming the file and what is wrong with it."""
+    path = Path(path)
+    try:
+        stored = json.loads(path.read_text())
+        if not isinstance(stored, dict) or stored.get("format") != SEED_FORMAT:
+            raise ValueError(f"no \"format\": \"{SEED_FORMAT}\"; not a seed file of `nctl run --seed-store`")
+        for key, kind in (("experiment", str), ("config_hash", str), ("config", dict), ("result", dict)):
+            schema.field(stored, "", key, kind)
+        seed = schema.field(stored["result"], "result", "seed", int)
+        named = STORED_SEED.fullmatch(path.name)
+        if named is None or (named["name"], int(named["seed"])) != (stored["experiment"], seed):
+            raise ValueError(f"it holds seed {seed} of {stored['experiment']} but is named {path.name} "
+                             f"(expected {stored_seed_path('', stored['experiment'], seed)})")
+        schema.check(_merged([stored]))
+    except ValueError as error:
+        raise ValueError(f"seed file {path} is unreadable ({error}); restore it (it may be under version "
+                         "control) or move it out of the folder") from error
+    return stored
+
+
+def store_seeds(store: str | Path, exp: Experiment) -> dict[int, dict]:
+    """The results of the seeds of ``exp`` in seed store ``store`` (none if there is no such folder);
+    ValueError for an unreadable seed file of the experiment, or one of another configuration."""
+    key, done = config_hash(exp), {}
+    for path in sorted(Path(store).glob(f"{exp.name}-seed-*.json")):
+        stored = read_stored_seed(path)
+        if stored["experiment"] != exp.name:  # a longer name that begins with this one
+            continue
+        if stored["config_hash"] != key:
+            raise ValueError(f"seed store {store} holds {path.name}, of another configuration of {exp.name} "
+                             f"({_differences(stored['config'], exp.to_json())}); give each configuration "
+                             "its own --seed-store folder")
+        done[stored["result"]["seed"]] = stored["result"]
+    return done
+
+
+def _differences(stored: dict, wanted: dict) -> str:
+    """The settings where a stored configuration and this run's differ, as ``key: stored -> this run``."""
+    def flat(config: dict) -> dict:
+        entries = {}
+        for top, value in config.items():
+            if isinstance(value, dict) and value:
+                entries.update({f"{top}.{key}": entry for key, entry in value.items()})
+            else:
+                entries[top] = value
+        return entries
+
+    before, after = flat(stored), flat(wanted)
+    changed = [f"{key}: {json.dumps(before.get(key))} -> {json.dumps(after.get(key))}"
+               for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+    return "; ".join(changed) or "same settings, other hash"
+
+
+def _write_stored_seed(store: Path, exp: Experiment, result: dict) -> None:
+    write_json(stored_seed_path(store, exp.name, result["seed"]),
+               {"format": SEED_FORMAT, "experiment": exp.name, "kind": exp.kind, "description": exp.description,
+                "config_hash": config_hash(exp), "config": exp.to_json(), "versions": versions(), "result": result})
+
+
+def _share(store: Path, exp: Experiment, folder: Path, seeds: list[int], stored: dict[int, dict],
+           finished: dict[int, dict]) -> None:
+    """Each of ``seeds`` finished in the store but not in ``folder`` is copied into ``folder`` (and
+    ``finished``), and each finished in ``folder`` but not in the store into the store."""
+    for seed in seeds:
+        if seed in stored and seed not in finished:
+            finished[seed] = stored[seed]
+            _write_seed(folder, seed, config_hash(exp), stored[seed])
+        elif seed in finished and seed not in stored:
+            _write_stored_seed(store, exp, finished[seed])
+
+
+def stored_results(paths: Iterable[str | Path]) -> list[dict]:
+    """Seed files of seed stores merged into the results of each configuration they hold (as
+    ``write_results`` makes them, with ``seed_files`` and each seed's ``versions``), in the order the
+    configurations first appear. A seed given twice counts once; ValueError if its two files differ."""
+    groups: dict[tuple[str, str], dict[int, tuple[Path, dict]]] = {}
+    for path in map(Path, paths):
+        stored = read_stored_seed(path)
+        seeds = groups.setdefault((stored["experiment"], stored["config_hash"]), {})
+        seed = stored["result"]["seed"]
+        if seed in seeds and seeds[seed][1]["result"] != stored["result"]:
+            raise ValueError(f"seed {seed} of {stored['experiment']} ({stored['config_hash']}) differs between "
+                             f"{seeds[seed][0]} and {path}")
+        seeds.setdefault(seed, (path, stored))
+    merged = []
+    for seeds in groups.values():
+        files = [seeds[seed] for seed in sorted(seeds)]
+        merged.append(_merged([stored for _, stored in files], [str(path) for path, _ in files]))
+    return merged
+
+
+def _merged(stored: list[dict], files: list[str] | None = None) -> dict:
+    """The results of seed files ``stored`` of one configuration (sorted by seed)."""
+    first, results = stored[0], [seed["result"] for seed in stored]
+    return _stored({"experiment": first["experiment"], "kind": first.get("kind"),
+                    "description": first.get("description", ""), "config": first["config"],
+                    "config_hash": first["config_hash"], "versions": [seed.get("versions") for seed in stored],
+                    "n_seeds": len(results), "interrupted": False, "summary": summarise(results), "seeds": results,
+                    **({"seed_files": files} if files is not None else {})})
 
 
 def _checkpoints(folder: Path, seed: int, key: str) -> Path:

@@ -37,6 +37,7 @@ from nctl.learners import SPLIT_GRID
 from nctl.streams.base import TaskStream
 
 StepProgress = Callable[[str, int, int], None]  # (what is training, steps trained, steps in all)
+EARLIER_SECONDS = "earlier_s"  # a resumed task-matrix seed's time before the resume, added to its wall time
 
 # ----------------------------------------------------------------------------- streams and learners
 
@@ -164,6 +165,7 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
     """
     stream = truncate_segments(make_stream(exp, seed, data_dir), exp.steps_per_task)
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
+    earlier_seconds = 0.0  # training time of the processes that ran before a resume
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
         check_memory(name, learner, stream.n_features, adapt=evaluate.ADAPT50 in exp.variants)
@@ -179,6 +181,7 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
                                      checkpoint=checkpoint, on_progress=report, **protocol)
             if checkpoint is not None:  # a resumed run went on with the learner it restored
                 seconds, learner = checkpoint.seconds, checkpoint.learner
+                earlier_seconds += checkpoint.earlier_seconds
         variants = {}
         for variant in result.variants:
             R = result.matrix[variant]
@@ -194,6 +197,8 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
         out["learners"][name] = {"variants": variants, "curve_steps": result.steps.tolist(), "seconds": seconds,
                                  "params": learner_params(name, exp, stream, seed)}
         out["learners"][name].update(pool_event_entry(learner))
+    if earlier_seconds:
+        out[EARLIER_SECONDS] = earlier_seconds
     return out
 
 
@@ -323,10 +328,12 @@ RUNNERS = {
 
 def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None = None,
              progress: StepProgress | None = None) -> dict:
-    """Run one seed of ``exp``; the result carries its seed, wall time and the process's peak resident
-    memory (the seed's own when the seed has its process, as with ``--workers`` > 1; else an upper bound).
-    ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step counter) apply to
-    task-matrix experiments (``run_task_matrix``)."""
+    """Run one seed of ``exp``; the result carries its seed, wall time (a resumed seed's counts the
+    training time of the processes before too) and the process's peak resident memory (the seed's own
+    when the seed has its process, as with ``--workers`` > 1; else an upper bound; of a resumed seed,
+    the last process's). ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step
+    counter) apply to task-matrix experiments (``run_task_matrix``)."""
     extra = {"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX else {}
     result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **extra)
+    seconds += result.pop(EARLIER_SECONDS, 0.0)
     return {"seed": seed, "wall_s": seconds, "peak_rss_bytes": peak_resident_bytes(), **result}
