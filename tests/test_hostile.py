@@ -564,3 +564,47 @@ def test_a_copy_learns_apart_from_the_original(make, how):
     np.testing.assert_array_equal(_predictions(twin, X), _predictions(model, X))
     learner = getattr(twin, "learner_", getattr(twin, "_learner", twin))
     assert all(leaf.committed for leaf in jax.tree.leaves(learner.state_))  # as a fresh state is: nothing compiles twice
+
+
+# ----------------------------------------------------------------------------- issue 59, 5: refused fits
+
+
+def _estimator_attributes(model) -> dict:
+    return {name: value.tolist() if isinstance(value, np.ndarray) else value for name, value in vars(model).items()}
+
+
+def _beyond_float32(X, y):
+    X = X.astype(np.float64)
+    X[3, 1] = 1e39
+    return X, y
+
+
+@pytest.mark.parametrize("estimator", [SkGLNClassifier, SkNCTLClassifier], ids=["GLN", "NCTL"])
+@pytest.mark.parametrize("refused, message", [
+    (lambda m, X, y: m.fit(np.hstack([X, X]), np.zeros_like(y)), "at least 2 classes"),
+    (lambda m, X, y: m.fit(*_beyond_float32(X, y)), "beyond float32's range"),
+    (lambda m, X, y: m.fit(np.where(X > 0, np.nan, X), y), "NaN"),
+    (lambda m, X, y: m.partial_fit(X[:, :3], y), "features"),
+    (lambda m, X, y: m.partial_fit(*_beyond_float32(X, y)), "beyond float32's range"),
+    (lambda m, X, y: m.partial_fit(X, y + 5), r"label \d is not one of classes_ \[0, 1\]"),
+    (lambda m, X, y: m.partial_fit(X, y, classes=[0, 1, 2]), "differs from the classes"),
+], ids=["one-class", "1e39", "nan", "features", "partial-1e39", "partial-label", "partial-classes"])
+def test_a_refused_fit_leaves_a_fitted_estimator_as_it_was(estimator, refused, message):
+    X, y = data(40)
+    model = estimator(**(TINY_NCTL if estimator is SkNCTLClassifier else TINY)).fit(X[:20], y[:20])
+    attributes, predictions, t = _estimator_attributes(model), model.predict_proba(X), model.learner_.t_
+    with pytest.raises(ValueError, match=message):
+        refused(model, X[20:], y[20:])
+    assert _estimator_attributes(model) == attributes and model.learner_.t_ == t
+    np.testing.assert_array_equal(model.predict_proba(X), predictions)
+    model.partial_fit(X[20:], y[20:])  # and it goes on learning
+
+
+def test_a_refused_first_partial_fit_leaves_the_estimator_unfitted():
+    X, y = data(40)
+    model = SkGLNClassifier(**TINY)
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        model.partial_fit(*_beyond_float32(X, y), classes=[0, 1])
+    assert _estimator_attributes(model) == _estimator_attributes(SkGLNClassifier(**TINY))
+    with pytest.raises(ValueError, match="classes must be given on the first call"):
+        model.partial_fit(X, y)

@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -46,10 +47,11 @@ class _Classifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Learn the rows of ``X`` [n, d] in order, once, from a fresh learner."""
-        X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES)
-        check_classification_targets(y)
-        self._start(unique_labels(y))
-        return self._learn(X, y)
+        with self._unchanged_if_refused():
+            X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES)
+            check_classification_targets(y)
+            self._start(unique_labels(y))
+            return self._learn(X, y)
 
     def partial_fit(self, X, y, classes=None):
         """Learn the rows of ``X`` [n, d] in order, continuing from the rows learned before.
@@ -60,14 +62,28 @@ class _Classifier(ClassifierMixin, BaseEstimator):
         first = not hasattr(self, "classes_")
         if first and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit")
-        X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, reset=first)
-        check_classification_targets(y)
-        if first:
-            self._start(unique_labels(classes))
-        elif classes is not None and not np.array_equal(unique_labels(classes), self.classes_):
-            raise ValueError(f"classes={classes!r} differs from the classes of earlier calls: "
-                             f"{self.classes_.tolist()}")
-        return self._learn(X, y)
+        with self._unchanged_if_refused():
+            X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, reset=first)
+            check_classification_targets(y)
+            if first:
+                self._start(unique_labels(classes))
+            elif classes is not None and not np.array_equal(unique_labels(classes), self.classes_):
+                raise ValueError(f"classes={classes!r} differs from the classes of earlier calls: "
+                                 f"{self.classes_.tolist()}")
+            return self._learn(X, y)
+
+    @contextlib.contextmanager
+    def _unchanged_if_refused(self):
+        """Put every attribute back as it was when the block raises: a refused ``fit`` or ``partial_fit``
+        leaves the estimator as it was (its checks set ``n_features_in_`` and ``classes_`` as they go;
+        the learner refuses a bad row before it changes)."""
+        kept = dict(vars(self))
+        try:
+            yield
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(kept)
+            raise
 
     def _start(self, classes: np.ndarray) -> None:
         if len(classes) < 2:
