@@ -213,12 +213,13 @@ def test_a_stored_seed_is_reused_by_a_run_into_another_folder_and_report_merges_
 
 def test_a_seed_store_of_another_configuration_is_refused_and_never_mixed_in(tmp_path, monkeypatch, capsys):
     store, other = tmp_path / "store", tmp_path / "other"
-    assert store_run(tmp_path / "a", store) == 0
+    assert cli.main(["run", "demo", "--out", str(tmp_path / "a"), *STORE_QUICK]) == 0  # no store yet
     assert store_run(tmp_path / "b", other, "--set", "network.learning_rate=0.05") == 0
+    no_compute(monkeypatch)
+    assert store_run(tmp_path / "a", store) == 0  # the seed finished in the run folder is stored
     kept = (store / "demo-seed-0000.json").read_bytes()
     capsys.readouterr()
 
-    no_compute(monkeypatch)
     assert store_run(tmp_path / "c", store, "--set", "network.learning_rate=0.05") == 2
     error = one_error_line(capsys)
     assert "holds demo-seed-0000.json, of another configuration of demo" in error
