@@ -55,14 +55,16 @@ def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("NCTL_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
-    monkeypatch.setenv("NCTL_CACHE_DIR", "off")  # off for the command line is no folder for the library
+    monkeypatch.setenv("NCTL_CACHE_DIR", "off")  # "off" turns the default cache off; it is not a folder
     assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
 
 
-@pytest.mark.parametrize("setting", ["off", "OFF"])
-def test_the_command_line_leaves_the_cache_off_when_asked(monkeypatch, setting):
+@pytest.mark.parametrize("setting", ["off", "OFF", " 0", "no"])
+def test_the_cache_is_turned_off_when_asked(monkeypatch, setting):
     monkeypatch.setenv("NCTL_CACHE_DIR", setting)
-    assert compilation.cli_cache() is None
+    assert compilation.cache_off()
+    monkeypatch.setenv("NCTL_CACHE_DIR", "folder")
+    assert not compilation.cache_off()
 
 
 def compilations_of(fn, *args) -> int:

@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
-    compilation.cli_cache()  # a second process loads what the first compiled
+    compilation.default_cache()  # a second process loads what the first compiled
     try:
         return args.func(args)
     except USER_ERRORS as error:

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import _atomic, _memory
+from nctl import _atomic, _memory, compilation
 from nctl.core import engine, gln, mixing, tree
 from nctl.params import GLN_RULES, NCTL_RULES, check_fields
 from nctl.core.pool import PoolConfig
@@ -159,6 +159,7 @@ class _OnlineLearner:
             what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
             _memory.check_fits(what, needed, self._memory_remedy)
             _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
+            compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
             with _memory.allocation(what, needed, self._memory_remedy):
                 state = _committed(self._init_state(n_features))
             self.n_features_, self.state_ = n_features, state
