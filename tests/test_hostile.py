@@ -171,14 +171,17 @@ def _npy(path):
 
 
 @pytest.mark.parametrize("write, problem", [
-    (lambda p: p.write_text("hello"), "not a readable nctl save"),
-    (lambda p: p.write_bytes(b""), "not a readable nctl save"),
-    (_npy, "not an npz archive"),
+    (lambda p: p.write_text("hello"), "not an nctl save file: a save is an npz archive, and this file is not one"),
+    (lambda p: p.write_bytes(b""), "not an nctl save file"),
+    (lambda p: p.write_bytes(np.random.default_rng(0).bytes(5000)), "not an nctl save file"),
+    (_npy, "not an nctl save file"),
+    (lambda p: _meta_npz(p, {"format": "7", "class": "GLN"}), "GLN saved in format '7', but"),
     (lambda p: np.savez(p, weights=np.zeros(3)), "meta"),
     (lambda p: _meta_npz(p, {"format": 1, "class": "GLN"}), "GLN saved in format 1, but this version of nctl reads GLN saves of format 2 or 3 or 4 or 5 or 6"),
     (lambda p: _meta_npz(p, {"format": 2, "class": "NCTL"}), "NCTL saved in format 2, .* train the learner again"),
     (lambda p: _meta_npz(p, {"format": 2, "class": "Perceptron"}), "unknown learner class 'Perceptron'"),
-    (lambda p: _meta_npz(p, {"format": 2, "class": "GLN", "params": {"context_bits": 99}}), "context_bits must be"),
+    (lambda p: _meta_npz(p, {"format": 2, "class": "GLN", "params": {"context_bits": 99}, "n_features": 3, "t": 0,
+                             "shapes": {}}), "context_bits must be"),
 ])
 def test_load_of_a_wrong_file_names_the_file_and_the_problem(tmp_path, write, problem):
     path = tmp_path / "model.npz"
@@ -608,3 +611,45 @@ def test_a_refused_first_partial_fit_leaves_the_estimator_unfitted():
     assert _estimator_attributes(model) == _estimator_attributes(SkGLNClassifier(**TINY))
     with pytest.raises(ValueError, match="classes must be given on the first call"):
         model.partial_fit(X, y)
+
+
+# ----------------------------------------------------------------------------- issue 59, 7: save files
+
+
+def _edited_save(tmp_path, model, field, value):
+    """``model``'s save with one field of its description (``shapes.x``: of its shapes) set to ``value``."""
+    model.save(tmp_path / "model.npz")
+    with np.load(tmp_path / "model.npz") as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    *outer, last = field.split(".")
+    (meta[outer[0]] if outer else meta)[last] = value
+    np.savez(tmp_path / "edited.npz", meta=np.array(json.dumps(meta)), **arrays)
+    return tmp_path / "edited.npz"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("t", "abc", "field t must be an integer >= 0, got 'abc'"),
+    ("t", -5, "field t must be an integer >= 0, got -5"),
+    ("t", 2.5, "field t must be an integer >= 0, got 2.5"),
+    ("t", True, "field t must be an integer >= 0, got True"),
+    ("n_features", 0, "field n_features must be an integer >= 1, got 0"),
+    ("n_features", "4", "field n_features must be an integer >= 1, got '4'"),
+    ("n_features", 5, r"array \d+ has shape .*, expected"),
+    ("params", [1, 2], r"field params must be an object of the learner's parameters, got \[1, 2\]"),
+    ("format", 7.0, "an NCTL saved in format 7.0, but"),
+    ("shapes", None, "field shapes must be an object, got None"),
+    ("shapes.max_depth", -1, "field shapes.max_depth must be an integer >= 0, got -1"),
+    ("shapes.record_rows", "many", "field shapes.record_rows must be an integer >= 1, got 'many'"),
+    ("shapes.arena_depth", 7, r"field shapes.arena_depth must be an integer in \[0, shapes.max_depth\], got 7"),
+    ("shapes.fixed_blocks", [1, 0], r"field shapes.fixed_blocks must be a list of true/false, got \[1, 0\]"),
+    ("shapes.record_rows", 100, r"array \d+ has shape .*, expected"),
+])
+def test_a_hand_edited_save_is_refused_naming_the_field(tmp_path, field, value, message):
+    X, y = data()
+    model = nctl.NCTL(**TINY_NCTL)
+    model.learn_many(X, y)
+    path = _edited_save(tmp_path, model, field, value)
+    with pytest.raises(ValueError, match=f"{path} is not a readable nctl save \\({message}"):
+        nctl.load(path)
+    assert nctl.load(tmp_path / "model.npz").t_ == 20  # the unedited save loads

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -62,6 +63,9 @@ READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
+    if isinstance(x, Mapping):
+        raise TypeError(f"{what} is a {type(x).__name__}, but the learners take arrays of numbers; for examples as "
+                        "dicts of feature name -> number (river's kind), use nctl.river.NCTLClassifier or GLNClassifier")
     array = np.asarray(x)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"{what} must hold real numbers, got dtype {array.dtype}")
@@ -96,7 +100,8 @@ def _check_labels(y, n_classes: int) -> np.ndarray:
     if not valid.all():
         bad = array[~valid].ravel()[0]
         allowed = "0 or 1" if n_classes == 2 else f"a class index in 0..{n_classes - 1}"
-        raise ValueError(f"labels must be {allowed}, found {bad!r}")
+        hint = f"; for more classes, set n_classes (e.g. n_classes={int(bad) + 1})" if bad > 0 and bad == int(bad) else ""
+        raise ValueError(f"labels must be {allowed}, found {bad!r}{hint}")
     return array.astype(np.int32)
 
 
@@ -319,6 +324,8 @@ def load(path):
     a complete save of this version raises ValueError naming the file and the problem."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved learner at {path}")
+    if not _starts_as_npz(path):
+        raise ValueError(f"{path} is not an nctl save file: a save is an npz archive, and this file is not one")
     try:
         return _restore(path)
     except UNREADABLE_SAVE as error:
@@ -327,20 +334,30 @@ def load(path):
                          "the file") from error
 
 
+NPZ_MAGIC = b"PK\x03\x04"  # how an npz archive (a zip file) begins
+
+
+def _starts_as_npz(path) -> bool:
+    """Whether the file begins as an npz archive does (True when it cannot be read: ``_restore`` says why)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(NPZ_MAGIC)) == NPZ_MAGIC
+    except OSError:
+        return True
+
+
 def _restore(path):
-    data = np.load(path, allow_pickle=False)
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError("not an npz archive")
-    with data:
+    with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
         classes = {"GLN": GLN, "NCTL": NCTL}
         kind = meta.get("class") if isinstance(meta, dict) else None
         if kind not in classes:
             raise ValueError(f"unknown learner class {kind!r}; known: {', '.join(classes)}")
-        if meta.get("format") not in READABLE_FORMATS[kind]:
-            raise ValueError(f"an {kind} saved in format {meta.get('format')}, but this version of nctl reads {kind} "
+        if type(meta.get("format")) is not int or meta["format"] not in READABLE_FORMATS[kind]:
+            raise ValueError(f"an {kind} saved in format {meta.get('format')!r}, but this version of nctl reads {kind} "
                              f"saves of format {' or '.join(map(str, READABLE_FORMATS[kind]))} (the NCTL engine "
                              "changed in format 3): train the learner again")
+        _check_meta(meta, kind)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
         learner = classes[meta["class"]](**params)
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
@@ -450,6 +467,31 @@ class GLN(_OnlineLearner):
 
     def _after_restore(self, shapes: dict, fmt: int) -> None:
         pass
+
+
+def _check_meta(meta: dict, kind: str) -> None:
+    """ValueError naming the first field of a save's description that has the wrong type or range (the
+    parameters are checked by the learner's constructor, the arrays against the shapes they imply)."""
+    def integer(low):
+        return lambda value: type(value) is int and value >= low
+
+    fields = [("params", lambda value: isinstance(value, dict), "an object of the learner's parameters"),
+              ("n_features", integer(1), "an integer >= 1"),
+              ("t", integer(0), "an integer >= 0"),
+              ("shapes", lambda value: isinstance(value, dict), "an object")]
+    shapes = meta.get("shapes")
+    if kind == "NCTL" and isinstance(shapes, dict):
+        fields += [("shapes.max_depth", integer(0), "an integer >= 0"),
+                   ("shapes.record_rows", integer(1), "an integer >= 1"),
+                   ("shapes.arena_depth", lambda value: integer(0)(value) and value <= shapes.get("max_depth", 0),
+                    "an integer in [0, shapes.max_depth]"),
+                   ("shapes.fixed_blocks",  # absent before format 7
+                    lambda value: value is None or (isinstance(value, list) and all(type(v) is bool for v in value)),
+                    "a list of true/false")]
+    for name, valid, wanted in fields:
+        value = shapes.get(name.split(".")[1]) if name.startswith("shapes.") else meta.get(name)
+        if not valid(value):
+            raise ValueError(f"field {name} must be {wanted}, got {value!r}")
 
 
 def _added_leaves(template, kind: str, fmt: int) -> set[int]:
