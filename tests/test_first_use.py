@@ -78,3 +78,39 @@ def test_the_exported_programs_are_pruned_oldest_first(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["program-4", "program-5"]
     compilation._prune(tmp_path, 450)  # within the cap: nothing removed
     assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_a_numpy_row_given_to_the_river_classifier_points_to_dicts_and_leaves_it_unchanged():
+    import numpy as np
+
+    from nctl.river import NCTLClassifier
+
+    model = NCTLClassifier(layer_sizes=(2, 1), pool_size=2, min_segment=4)
+    for method in (lambda x: model.learn_one(x, True), model.predict_proba_one):
+        with pytest.raises(TypeError, match="dict of feature name -> number.*numpy.ndarray.*nctl.NCTL"):
+            method(np.ones(3))
+    assert model._learner.t_ == 0 and model._features is None
+
+
+def test_a_dict_given_to_a_core_learner_points_to_nctl_river():
+    import nctl
+
+    model = nctl.GLN(layer_sizes=(2, 1))
+    for call in (lambda: model.learn_one({"a": 1.0}, 1), lambda: model.predict_proba_one({"a": 1.0}),
+                 lambda: model.learn_many([{"a": 1.0}], [1])):
+        with pytest.raises(TypeError, match="dict.*nctl.river.NCTLClassifier"):
+            call()
+    assert model.state_ is None and model.t_ == 0
+
+
+def test_a_third_class_without_n_classes_says_to_set_n_classes():
+    import numpy as np
+
+    import nctl
+
+    model = nctl.GLN(layer_sizes=(2, 1))
+    with pytest.raises(ValueError, match=r"labels must be 0 or 1, found .*2.*set n_classes \(e.g. n_classes=3\)"):
+        model.learn_many(np.ones((3, 2), np.float32), np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"found .*-1\)?$"):  # no class to add: no advice
+        model.learn_many(np.ones((1, 2), np.float32), np.array([-1]))
+    assert model.state_ is None and model.t_ == 0

@@ -63,11 +63,11 @@ READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7)}
 
 
 def _check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
-    if isinstance(x, Mapping):
-        raise TypeError(f"{what} is a {type(x).__name__}, but the learners take arrays of numbers; for examples as "
-                        "dicts of feature name -> number (river's kind), use nctl.river.NCTLClassifier or GLNClassifier")
     array = np.asarray(x)
     if array.dtype.kind not in "iuf":
+        if array.dtype == object and array.size and isinstance(array.flat[0], Mapping):
+            raise TypeError(f"{what} holds dicts, but the learners take arrays of numbers; for examples as dicts of "
+                            "feature name -> number (river's kind), use nctl.river.NCTLClassifier or GLNClassifier")
         raise ValueError(f"{what} must hold real numbers, got dtype {array.dtype}")
     if array.ndim and array.shape[-1] == 0:
         raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")

@@ -47,6 +47,10 @@ class _Classifier(base.Classifier):
         return self.n_classes > 2
 
     def _feature_names(self, x: dict) -> list:
+        if not isinstance(x, dict):
+            raise TypeError(f"x must be a dict of feature name -> number, river's kind of example; got "
+                            f"{type(x).__module__}.{type(x).__qualname__}. For rows of a numpy array use the "
+                            "learners themselves (nctl.NCTL, nctl.GLN) or nctl.sklearn")
         return self._features if self._features is not None else sorted(x, key=str)
 
     def _vector(self, x: dict, names: list) -> np.ndarray:
