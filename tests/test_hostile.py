@@ -3,6 +3,7 @@ finished work or running a bad setting silently. Numbers in the comments are the
 
 import copy
 import json
+import os
 import re
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import nctl
-from nctl import _memory, cli, plots
+from nctl import _atomic, _memory, cli, plots
 from nctl.experiments import configs, report
 from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
@@ -448,6 +449,11 @@ def test_sigkill_mid_save_leaves_the_previous_save_whole(tmp_path):
     restored = jax.tree.leaves(nctl.load(path).state_)
     saves = [jax.tree.leaves(nctl.load(f"{path}.{seed}").state_) for seed in (1, 2)]
     assert any(all(np.array_equal(a, b) for a, b in zip(restored, save)) for save in saves)
+    left = list(tmp_path.glob(".model.npz.*.tmp"))  # the killed save's (unless it was renamed as it died)
+    for temp in left:
+        os.utime(temp, (time.time() - 2 * _atomic.STALE_SECONDS,) * 2)
+    nctl.load(path).save(path)  # the next save of the same target removes it
+    assert not list(tmp_path.glob(".model.npz.*.tmp"))
 
 
 # ----------------------------------------------------------------------------- issue 59, 2: memory limits
@@ -653,3 +659,28 @@ def test_a_hand_edited_save_is_refused_naming_the_field(tmp_path, field, value, 
     with pytest.raises(ValueError, match=f"{path} is not a readable nctl save \\({message}"):
         nctl.load(path)
     assert nctl.load(tmp_path / "model.npz").t_ == 20  # the unedited save loads
+
+
+def test_a_save_removes_the_stale_temporaries_of_its_target_and_nothing_else(tmp_path):
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    old = time.time() - 2 * _atomic.STALE_SECONDS
+    temporaries = {
+        "stale": f".model.npz.{ended.pid}-0123abcd.tmp",
+        "fresh": f".model.npz.{ended.pid}-89abcdef.tmp",  # perhaps a writer this machine cannot see
+        "live": f".model.npz.{os.getpid()}-00ff00ff.tmp",  # a writer of this process (another thread)
+        "other target": f".other.npz.{ended.pid}-0123abcd.tmp",
+        "not a temporary": f"model.npz.{ended.pid}-0123abcd.tmp",
+        "prefix of a longer target": f".model.npz.backup.{ended.pid}-0123abcd.tmp",
+    }
+    for name, file in temporaries.items():
+        (tmp_path / file).write_bytes(b"half a save")
+        if name != "fresh":
+            os.utime(tmp_path / file, (old, old))
+    X, y = data()
+    model = nctl.GLN(**TINY)
+    model.learn_many(X, y)
+    model.save(tmp_path / "model.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["model.npz", *(file for name, file in temporaries.items() if name != "stale")])
+    assert nctl.load(tmp_path / "model.npz").t_ == 20

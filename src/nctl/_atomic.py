@@ -3,7 +3,8 @@
 ``write_atomic`` writes to a temporary file of a unique name in the target's folder, flushes and
 syncs it, then renames it over the target (``os.replace`` is atomic within one file system): a crash,
 a full disk, SIGKILL or Ctrl-C mid-write leaves the previous file intact, and readers never see half
-a file. A write cut short may leave its temporary file (``.NAME.PID-RANDOM.tmp``) behind.
+a file. A write cut short leaves its temporary file (``.NAME.PID-RANDOM.tmp``) behind; a later
+write of the same target removes it once its process has ended (``remove_stale_temporaries``).
 """
 
 from __future__ import annotations
@@ -11,18 +12,23 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 TEMP_SUFFIX = ".tmp"
+STALE_SECONDS = 60.0  # a temporary whose writer has ended is removed once untouched this long
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
-    """Call ``write(file)`` on a new temporary file next to ``path``, then move it over ``path``."""
+    """Call ``write(file)`` on a new temporary file next to ``path``, then move it over ``path``; first
+    remove the temporaries that earlier writes of ``path`` cut short left behind."""
     path = Path(path)
+    remove_stale_temporaries(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
         with open(temp, "xb") as file:
@@ -34,6 +40,42 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         temp.unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries of writes of ``path`` that were cut short (SIGKILL, a power cut): those
+    whose process no longer runs on this machine and that nothing has written for ``STALE_SECONDS`` (a
+    writer this machine cannot see, on another one sharing the folder or in another container, keeps its
+    temporary fresh as it writes). Returns what was removed."""
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]+{re.escape(TEMP_SUFFIX)}")
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):  # gone already: another writer removed it
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):  # not a process id
+        return False
+    return True
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
