@@ -106,7 +106,11 @@ def test_a_program_loaded_from_the_persistent_cache_counts_once():
     if compilation.current() is None:
         pytest.skip("no persistent compilation cache in this process (tests/conftest.py turns one on)")
     hits = []
-    count_hits = lambda event, **kwargs: hits.append(event) if event == "/jax/compilation_cache/cache_hits" else None  # noqa: E731
+
+    def count_hits(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            hits.append(event)
+
     previous = jax.config.jax_persistent_cache_min_compile_time_secs
     quintuple, x = jax.jit(lambda x: 5 * x + 1), np.ones(3)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # stored however fast it compiles

@@ -479,7 +479,8 @@ except MemoryError as error:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the address-space limit is read from /proc")
 @pytest.mark.parametrize("case, context_bits, room, message", [
     ("seen", 8, 250_000_000, r"NCTL with 100 features needs 0\.3 GB but 0\.\d GB is free under the address-space "
-                             r"limit RLIMIT_AS \(ulimit -v\) of \d+\.\d GB; lower context_bits, layer_sizes or pool_size"),
+                             r"limit RLIMIT_AS \(ulimit -v\) of \d+\.\d GB; "
+                             r"lower context_bits, layer_sizes or pool_size"),
     # room for XLA to compile the state's program, not for the state
     ("unseen", 10, 600_000_000, r"NCTL with 100 features needs 1\.2 GB and its allocation failed "
                                 r"\(RESOURCE_EXHAUSTED: .*\); lower context_bits"),
@@ -520,7 +521,8 @@ def test_cgroup_memory_limits_of_the_group_and_the_groups_above_are_read(tmp_pat
             (folder / name).write_text(text)
     rooms = _memory.cgroup_rooms(proc)
     assert [(room.left, room.limit) for room in rooms] == [(500_000_000, 2_000_000_000), (2_500_000_000, 3_000_000_000)]
-    assert str(rooms[0]) == f"0.5 GB is free under the cgroup memory limit {v1 / 'batch' / 'job' / 'memory.limit_in_bytes'} of 2.0 GB"
+    limit_file = v1 / "batch" / "job" / "memory.limit_in_bytes"
+    assert str(rooms[0]) == f"0.5 GB is free under the cgroup memory limit {limit_file} of 2.0 GB"
     (v2 / "memory.max").write_text("1000000000")
     (v2 / "memory.current").write_text("200000000")
     (v2 / "memory.stat").write_text("inactive_file 0\n")
@@ -572,7 +574,8 @@ def test_a_copy_learns_apart_from_the_original(make, how):
     _learn_rows(model, X[20:], y[20:])
     np.testing.assert_array_equal(_predictions(twin, X), _predictions(model, X))
     learner = getattr(twin, "learner_", getattr(twin, "_learner", twin))
-    assert all(leaf.committed for leaf in jax.tree.leaves(learner.state_))  # as a fresh state is: nothing compiles twice
+    # committed, as a fresh state is: nothing compiles twice
+    assert all(leaf.committed for leaf in jax.tree.leaves(learner.state_))
 
 
 # ----------------------------------------------------------------------------- issue 59, 5: refused fits
