@@ -1,5 +1,6 @@
-"""Issue 16, case by case: what a careful, hostile user tried, and what must happen instead of losing
-finished work or running a bad setting silently. Numbers in the comments are the issue's cases."""
+"""Issues 16 and 59, case by case: what a careful, hostile user tried, and what must happen instead of
+losing finished work, hanging or running a bad setting silently. Numbers in the comments are the
+issues' cases."""
 
 import copy
 import json

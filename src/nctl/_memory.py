@@ -29,8 +29,9 @@ class Room:
 
     def __str__(self) -> str:
         free = f"{max(self.left, 0) / GB:.1f} GB is free"
-        return f"{free} ({self.source})" if self.limit is None else \
-            f"{free} under the {self.source} of {self.limit / GB:.1f} GB"
+        if self.limit is None:
+            return f"{free} ({self.source})"
+        return f"{free} under the {self.source} of {self.limit / GB:.1f} GB"
 
 
 def rooms() -> list[Room]:
