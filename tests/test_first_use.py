@@ -43,8 +43,7 @@ def cache_of_a_new_process(home, mode: str = "default", **env) -> dict:
 def test_a_library_user_gets_the_persistent_cache_in_the_home_by_default(tmp_path):
     cache = cache_of_a_new_process(tmp_path)
     folder = tmp_path / ".cache" / "nctl" / "jax"
-    assert cache == {"dir": str(folder), "max_size": compilation.MAX_CACHE_BYTES,
-                     "exported": str(folder / compilation.EXPORTED)}
+    assert cache == {"dir": str(folder), "max_size": -1, "exported": str(folder / compilation.EXPORTED)}
     assert folder.is_dir() and (folder.stat().st_mode & 0o077) == 0  # the user's alone
 
 
@@ -69,15 +68,28 @@ def test_a_cache_the_user_gave_jax_is_left_alone(tmp_path):
     assert not (tmp_path / ".cache").exists()
 
 
-def test_the_exported_programs_are_pruned_oldest_first(tmp_path):
-    for i in range(6):
-        path = tmp_path / f"program-{i}"
+def test_a_cache_over_its_cap_loses_the_programs_used_least_recently(tmp_path):
+    exported = tmp_path / compilation.EXPORTED
+    exported.mkdir()
+    for i, folder in enumerate([tmp_path, exported] * 3):  # used at 1000 + i: read (atime) or written (mtime)
+        path = folder / f"program-{i}"
         path.write_bytes(bytes(100))
-        os.utime(path, (1000 + i, 1000 + i))
-    compilation._prune(tmp_path, 450)  # 600 bytes held: down to at most 225
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["program-4", "program-5"]
-    compilation._prune(tmp_path, 450)  # within the cap: nothing removed
-    assert len(list(tmp_path.iterdir())) == 2
+        os.utime(path, (1000 + i, 0) if i % 2 else (0, 1000 + i))
+    compilation.prune([tmp_path, exported], 500)  # 600 bytes held: down to at most 375
+    assert sorted(p.name for p in tmp_path.rglob("program-*")) == ["program-3", "program-4", "program-5"]
+    compilation.prune([tmp_path, exported], 300)  # within the cap: nothing removed
+    assert len(list(tmp_path.rglob("program-*"))) == 3
+
+
+def test_the_default_cache_is_pruned_to_its_cap_when_a_process_turns_it_on(tmp_path):
+    folder = tmp_path / ".cache" / "nctl" / "jax"
+    folder.mkdir(parents=True)
+    for i in range(4):
+        with open(folder / f"old-{i}-cache", "wb") as file:
+            file.truncate(compilation.MAX_CACHE_BYTES // 2)  # a sparse file: its size, on no disk
+        os.utime(folder / f"old-{i}-cache", (1000 + i, 1000 + i))
+    cache_of_a_new_process(tmp_path)
+    assert sorted(p.name for p in folder.glob("old-*")) == ["old-3-cache"]
 
 
 def test_a_numpy_row_given_to_the_river_classifier_points_to_dicts_and_leaves_it_unchanged():
@@ -114,3 +126,60 @@ def test_a_third_class_without_n_classes_says_to_set_n_classes():
     with pytest.raises(ValueError, match=r"found .*-1\)?$"):  # no class to add: no advice
         model.learn_many(np.ones((1, 2), np.float32), np.array([-1]))
     assert model.state_ is None and model.t_ == 0
+
+
+def test_a_slow_first_call_gives_one_notice_naming_the_learner_and_the_cache(monkeypatch, caplog):
+    import threading
+
+    monkeypatch.setattr(compilation, "NOTICE_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(compilation, "_noticed", threading.Event())
+    monkeypatch.delenv(compilation.QUIET_ENV, raising=False)
+    with caplog.at_level("WARNING", logger="nctl"):
+        with compilation.notice_if_slow("NCTL"):
+            assert compilation._noticed.wait(timeout=60)  # the block runs until the notice is given
+        with compilation.notice_if_slow("GLN"):  # once per process
+            pass
+    notices = [record.getMessage() for record in caplog.records if record.name == "nctl"]
+    assert len(notices) == 1 and notices[0].startswith("nctl: NCTL is compiling its programs")
+    assert "NCTL_QUIET=1" in notices[0] and "later process loads them from" in notices[0]
+
+
+@pytest.mark.parametrize("quiet", ["1", "yes"])
+def test_nctl_quiet_starts_no_notice(monkeypatch, quiet):
+    import threading
+
+    def no_timer(*args, **kwargs):
+        raise AssertionError("a notice timer was started")
+
+    monkeypatch.setattr(compilation, "_noticed", threading.Event())
+    monkeypatch.setattr(compilation.threading, "Timer", no_timer)
+    monkeypatch.setenv(compilation.QUIET_ENV, quiet)
+    with compilation.notice_if_slow("NCTL"):
+        pass
+    monkeypatch.setenv(compilation.QUIET_ENV, "0")
+    with pytest.raises(AssertionError, match="timer was started"):
+        compilation.notice_if_slow("NCTL").__enter__()
+
+
+def test_only_a_learners_first_call_of_each_method_can_give_the_notice(monkeypatch):
+    import contextlib
+
+    import numpy as np
+
+    import nctl
+
+    watched = []
+    monkeypatch.setattr(compilation, "notice_if_slow", lambda what: watched.append(what) or contextlib.nullcontext())
+    model, x = nctl.GLN(layer_sizes=(2, 1)), np.ones(2, np.float32)
+    for _ in range(3):
+        model.predict_proba_one(x)
+        model.learn_one(x, 1)
+    model.learn_many(np.ones((2, 2), np.float32), np.array([0, 1]))
+    first_calls = len(watched)
+    assert first_calls >= 3 and set(watched) == {"GLN"}  # predict_proba_one, predict_proba_many, learn_many, ...
+    for _ in range(3):
+        model.predict_proba_one(x)
+        model.learn_one(x, 0)
+        model.predict_proba_many(np.ones((4, 2), np.float32))
+        model.learn_many(np.ones((2, 2), np.float32), np.array([0, 1]))
+    assert len(watched) == first_calls

@@ -5,7 +5,7 @@ shape, pool settings): seconds to tens of seconds for NCTL. With the cache on, J
 compiled program on disk under a key of the program and the machine, and a later process with the
 same configuration loads it instead of compiling. The cache is on by default: the first learner of a
 process turns it on (``default_cache``) in ``~/.cache/nctl/jax`` (``$XDG_CACHE_HOME/nctl/jax`` where
-that is set), capped at ``MAX_CACHE_BYTES``, unless
+that is set), kept under ``MAX_CACHE_BYTES`` (``prune``), unless
 
 - ``NCTL_CACHE_DIR`` names another folder (used instead), or is ``off`` (no cache);
 - JAX already has a cache folder: the user's own (``JAX_COMPILATION_CACHE_DIR``, or
@@ -16,6 +16,7 @@ that is set), capped at ``MAX_CACHE_BYTES``, unless
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from pathlib import Path
@@ -28,8 +29,9 @@ CACHE_ENV = "NCTL_CACHE_DIR"  # a folder, or "off": no persistent cache unless e
 OFF = ("off", "0", "false", "no")  # the values of CACHE_ENV that turn the default cache off
 EXPORTED = "exported"  # the subfolder of the engine's exported programs
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a disk entry
-MAX_CACHE_BYTES = 2**30  # JAX removes the least recently used programs beyond this (an NCTL configuration: ~1 MB)
-MAX_EXPORTED_BYTES = 2**28  # the exported programs' folder, pruned (oldest first) when a process turns the cache on
+MAX_CACHE_BYTES = 2**30  # a process that turns the cache on first prunes it to this (an NCTL configuration: ~1 MB)
+QUIET_ENV = "NCTL_QUIET"  # set (and not 0): no notice that a learner is compiling
+NOTICE_AFTER_SECONDS = 3.0  # a learner's first call that runs this long gives the notice (once per process)
 # JAX's event timing the making of a program: an XLA compilation, or a load from the persistent cache
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -51,18 +53,16 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, exported: bo
     """Store compiled programs in ``path`` (default ``default_cache_dir()``) and reuse them across
     processes; with ``exported``, also the NCTL engine's programs as exported by ``jax.export``
     (``path/exported``), which a new process loads without tracing them (``nctl.core.programs``).
-    ``max_bytes`` caps the folder (JAX drops the least recently used programs; None: no cap; a cap the
-    user gave JAX is kept). Returns the folder. Safe to call more than once; several processes may
+    Where the folder holds more than ``max_bytes`` (None: no cap), the programs used least recently
+    are removed first (``prune``). Returns the folder. Safe to call more than once; several processes may
     share a folder. Learners call it on their own (``default_cache``): call it to choose another
     folder, before the first learner runs."""
     folder = Path(path).expanduser() if path is not None else default_cache_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # compiled code is loaded from here: the user's alone
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
-    if max_bytes is not None and jax.config.jax_compilation_cache_max_size == -1 and _can_evict():
-        jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
-    if exported:
-        _prune(folder / EXPORTED, MAX_EXPORTED_BYTES)
+    if max_bytes is not None:
+        prune([folder, folder / EXPORTED], max_bytes)
     programs.use_folder(folder / EXPORTED if exported else None)
     return folder
 
@@ -89,30 +89,27 @@ def default_cache() -> Path | None:
             return None
 
 
-def _can_evict() -> bool:
-    """Whether JAX can cap its cache: it needs the ``filelock`` package for that."""
-    try:
-        import filelock  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _prune(folder: Path, max_bytes: int) -> None:
-    """Remove the oldest files of ``folder`` until it holds at most half of ``max_bytes``, if it holds
-    more (another process may be removing them too)."""
-    try:
-        files = sorted((entry.stat().st_mtime, entry.stat().st_size, entry) for entry in folder.iterdir()
-                       if entry.is_file())
-    except OSError:
-        return
+def prune(folders: list[Path], max_bytes: int) -> None:
+    """If the files of ``folders`` (not their subfolders) take more than ``max_bytes``, remove the ones
+    used least recently (last read or written) until they take at most three quarters of it. JAX's own
+    cap (``jax_compilation_cache_max_size``) is not used: its bookkeeping fails on entries that a process
+    without the cap wrote into the same folder. Another process may be pruning too: a file gone is fine."""
+    files = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            for entry in folder.iterdir():
+                with contextlib.suppress(OSError):
+                    if entry.is_file():
+                        info = entry.stat()
+                        files.append((max(info.st_atime, info.st_mtime), info.st_size, entry))
     total = sum(size for _, size, _ in files)
     if total <= max_bytes:
         return
-    for _, size, entry in files:
-        if total <= max_bytes // 2:
+    for _, size, entry in sorted(files):
+        if total <= 3 * max_bytes // 4:
             break
-        entry.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            entry.unlink(missing_ok=True)
         total -= size
 
 
@@ -152,3 +149,41 @@ def programs_made():
         yield made
     finally:
         jax.monitoring.unregister_event_duration_listener(made_one)
+
+
+logger = logging.getLogger("nctl")
+_noticed = threading.Event()  # the notice is given once per process
+_notice_lock = threading.Lock()
+
+
+def notice_if_slow(what: str):
+    """A context for a learner's first call of a kind, the one that compiles its programs: if it runs
+    longer than ``NOTICE_AFTER_SECONDS``, one line on the ``nctl`` logger (stderr when logging is not
+    configured) says that ``what`` is compiling, once per process; ``NCTL_QUIET=1`` (or the logger's
+    level) silences it."""
+    if _noticed.is_set() or os.environ.get(QUIET_ENV, "0").strip() not in ("", "0"):
+        return contextlib.nullcontext()
+    return _notice_timer(what)
+
+
+@contextlib.contextmanager
+def _notice_timer(what: str):
+    timer = threading.Timer(NOTICE_AFTER_SECONDS, _notice, args=(what,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _notice(what: str) -> None:
+    with _notice_lock:
+        if _noticed.is_set():
+            return
+        folder = jax.config.jax_compilation_cache_dir
+        later = (f"a later process loads them from {folder}" if folder
+                 else "without a persistent compilation cache, every process compiles them again")
+        logger.warning(f"nctl: {what} is compiling its programs for this configuration, which takes seconds to a "
+                       f"minute once; {later} (NCTL_QUIET=1 hides this notice)")
+        _noticed.set()

@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from functools import partial
+from functools import partial, wraps
 from types import MappingProxyType
 
 import jax
@@ -105,6 +105,21 @@ def _check_labels(y, n_classes: int) -> np.ndarray:
     return array.astype(np.int32)
 
 
+def _first_call_noticed(method):
+    """``method``, whose first call on a learner, the one that compiles its programs, gives a notice when it
+    runs long (``compilation.notice_if_slow``); later calls run as they are."""
+    @wraps(method)
+    def run(self, *args):
+        done = self.__dict__.setdefault("_methods_run", set())
+        if method.__name__ in done:
+            return method(self, *args)
+        done.add(method.__name__)
+        with compilation.notice_if_slow(type(self).__name__):
+            return method(self, *args)
+
+    return run
+
+
 class _OnlineLearner:
     """Shared plumbing: input checks, lazy initialisation, prediction outputs, copies, save/load."""
 
@@ -133,6 +148,7 @@ class _OnlineLearner:
     def state_(self, state) -> None:
         self._state = state
 
+    @_first_call_noticed
     def _run_pending(self) -> None:
         """Learn the rows ``learn_one`` kept back (it keeps up to ``PENDING_ROWS`` and runs them in one
         call, or together with the next prediction: ``predict_proba_one``; docs/algorithm.md §6.9)."""
@@ -196,6 +212,7 @@ class _OnlineLearner:
         if len(self._pending) >= PENDING_ROWS:
             self._run_pending()
 
+    @_first_call_noticed
     def learn_many(self, X, y) -> np.ndarray:
         """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction (no rows:
         nothing changes)."""
@@ -225,6 +242,7 @@ class _OnlineLearner:
         """Bytes of the state the first example creates."""
         return self.state_bytes(n_features)
 
+    @_first_call_noticed
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
         x = _check_features(x, self.n_features_)
@@ -236,6 +254,7 @@ class _OnlineLearner:
             out = self.predict_proba_many(x[None])[0]
         return float(out) if self.n_classes == 2 else out
 
+    @_first_call_noticed
     def predict_proba_many(self, X) -> np.ndarray:
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
