@@ -183,3 +183,25 @@ def test_only_a_learners_first_call_of_each_method_can_give_the_notice(monkeypat
         model.predict_proba_many(np.ones((4, 2), np.float32))
         model.learn_many(np.ones((2, 2), np.float32), np.array([0, 1]))
     assert len(watched) == first_calls
+
+
+
+def test_a_prequential_seed_reports_its_steps_as_it_goes():
+    """The command line's step bar (under the seeds bar) follows a prequential seed too: each learner's
+    steps from 0 to the stream's length, chunk by chunk."""
+    import nctl
+    from nctl import evaluate
+    from nctl.experiments import configs
+    from nctl.experiments.runners import make_stream, run_seed
+
+    exp = configs.get("demo").replace({"max_steps": "100", "network.layer_sizes": "[2,1]",
+                                       "learners": '["gln", "no-change"]'})
+    reports = []
+    run_seed(exp, 3, progress=lambda *report: reports.append(report))
+    assert reports == [("seed 3 gln", 0, 100), ("seed 3 gln", 100, 100),
+                       ("seed 3 no-change", 0, 100), ("seed 3 no-change", 100, 100)]
+    stream, chunks = make_stream(exp, 3, None), []
+    evaluate.prequential(nctl.GLN(layer_sizes=(2, 1)), stream, chunk_size=1500,
+                         on_progress=lambda *report: chunks.append(report))
+    assert chunks == [(0, len(stream)), *((n, len(stream)) for n in range(1500, len(stream), 1500)),
+                      (len(stream), len(stream))]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -72,16 +72,22 @@ def prequential(
     stream: TaskStream,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> PrequentialRun:
     """Test-then-train: for t = 0..T-1, record ``p_t = f_t(x_t)`` and then learn ``(x_t, y_t)``.
 
     The stream is fed in chunks to ``learner.learn_many``, which returns the pre-update predictions.
-    The learner is modified in place.
+    The learner is modified in place. ``on_progress(steps done, steps in the stream)`` is called
+    before the first chunk and after each.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    pieces = []
+    pieces, done = [], 0
+    report = on_progress if on_progress is not None else (lambda done, total: None)
+    report(0, len(stream))
     for X, y, tasks in stream.chunks(chunk_size):
         predictions = check_predictions(learner.learn_many(X, y), y.shape[0], stream.n_classes)
         pieces.append((predictions, y, tasks))
+        done += y.shape[0]
+        report(done, len(stream))
     return collect_run(pieces, stream.n_classes)

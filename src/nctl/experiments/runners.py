@@ -104,9 +104,10 @@ def learner_params(name: str, exp: Experiment, stream: TaskStream, seed: int) ->
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params().items()} if callable(params) else {}
 
 
-def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int):
+def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int, progress=None):
     """Test-then-train ``name`` over ``stream`` -> (the run, the learner at its end; None for river
-    models and the oracles, which are many learners)."""
+    models and the oracles, which are many learners). ``progress(trained, total)`` follows the steps
+    of a learner's run (not of the river models' and oracles')."""
     if name.startswith("river:"):
         return run_river(name.split(":", 1)[1], stream, seed=seed), None
     factory = learner_factory(name, exp, stream, seed)
@@ -115,7 +116,7 @@ def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int):
     if name == "oracle-2":
         return oracle_per_task(factory, stream), None
     learner = factory()
-    return evaluate.prequential(learner, stream), learner
+    return evaluate.prequential(learner, stream, on_progress=progress), learner
 
 
 def _timed(fn, *args, **kwargs):
@@ -221,8 +222,9 @@ def _log_losses(run: evaluate.PrequentialRun) -> np.ndarray:
     return evaluate.log_loss_steps(run.probabilities, run.labels)
 
 
-def run_prequential(exp: Experiment, seed: int, data_dir) -> dict:
-    """Test-then-train over the stream: accuracy, log-loss, kappa-temporal and their curves."""
+def run_prequential(exp: Experiment, seed: int, data_dir, progress: StepProgress | None = None) -> dict:
+    """Test-then-train over the stream: accuracy, log-loss, kappa-temporal and their curves;
+    ``progress(label, trained, total)`` follows each learner's steps."""
     stream = truncate(make_stream(exp, seed, data_dir), exp.max_steps)
     first_seen = {}
     for task, start, _ in stream.segments():
@@ -231,7 +233,8 @@ def run_prequential(exp: Experiment, seed: int, data_dir) -> dict:
                             for _ in range(stop - start)]) if len(stream) else np.zeros(0, bool)
     out = {"steps": len(stream), "log_loss_eps": LOG_LOSS_EPS, "learners": {}}
     for name in exp.learners:
-        (run, learner), seconds = _timed(prequential_run, name, exp, stream, seed)
+        report = None if progress is None else partial(progress, f"seed {seed} {name}")
+        (run, learner), seconds = _timed(prequential_run, name, exp, stream, seed, report)
         scores = run.scores(window=min(evaluate.DEFAULT_WINDOW, max(1, len(stream) // 10)))
         losses = _log_losses(run)
         steps, windowed = _sampled(scores.accuracy_windowed, exp.curve_points)
@@ -332,8 +335,9 @@ def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None
     training time of the processes before too) and the process's peak resident memory (the seed's own
     when the seed has its process, as with ``--workers`` > 1; else an upper bound; of a resumed seed,
     the last process's). ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step
-    counter) apply to task-matrix experiments (``run_task_matrix``)."""
-    extra = {"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX else {}
+    counter) apply to task-matrix experiments (``run_task_matrix``), ``progress`` also to prequential ones."""
+    extra = ({"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX
+             else {"progress": progress} if exp.kind == configs.PREQUENTIAL else {})
     result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **extra)
     seconds += result.pop(EARLIER_SECONDS, 0.0)
     return {"seed": seed, "wall_s": seconds, "peak_rss_bytes": peak_resident_bytes(), **result}
