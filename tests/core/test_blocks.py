@@ -119,3 +119,26 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     unread = detach(net, writes, jnp.full(cfg.neurons, 2, jnp.int32), 2, cfg)  # no continuing member reads entry 2
     for got, before in zip(jax.tree.leaves(unread), jax.tree.leaves(net)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(before))
+
+
+def test_bounded_lanes_rank_members_in_top_k_order_ties_to_the_lower_member():
+    """``top_members`` (bounded mode's lane ranking, §5.3) gives ``lax.top_k``'s indices: largest first,
+    ties (equal log weights, absent members at -inf) to the lower member."""
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        members = int(rng.integers(1, 18))
+        count = int(rng.integers(1, members + 1))
+        if trial % 2:  # few distinct values: many ties
+            weights = rng.choice([-np.inf, -3.0, 0.0, 2.5], size=(3, 5, members))
+        else:
+            weights = rng.standard_normal((3, 5, members))
+        expected = jax.lax.top_k(jnp.asarray(weights, jnp.float32), count)[1]
+        np.testing.assert_array_equal(np.asarray(engine.top_members(jnp.asarray(weights, jnp.float32), count)),
+                                      np.asarray(expected))
+
+
+def test_a_free_stack_counts_the_blocks_it_takes_back_in_order():
+    rng = np.random.default_rng(1)
+    for length in (1, 2, 5, 255, 2560):
+        flags = rng.random(length) < 0.3
+        np.testing.assert_array_equal(np.asarray(engine.running_count(jnp.asarray(flags))), np.cumsum(flags))

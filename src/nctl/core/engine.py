@@ -619,6 +619,17 @@ def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     return Posterior(alpha, pi, jnp.zeros_like(log_r).at[canon].add(pi), logsumexp(level_logits, axis=0))
 
 
+def top_members(weights, count: int):
+    """The indices of the ``count`` largest of ``weights`` [..., M], largest first, ties lower index first
+    (``lax.top_k``'s order). Each member's rank is counted by comparing it with every other: M^2
+    comparisons per node, where XLA:CPU sorts each node's M members by calling a comparator."""
+    members = jnp.arange(weights.shape[-1])
+    ahead = (weights[..., None, :] > weights[..., :, None]) | (
+        (weights[..., None, :] == weights[..., :, None]) & (members[None, :] < members[:, None]))
+    rank = jnp.sum(ahead, axis=-1)  # [..., M]: members ranked ahead of each
+    return jnp.argmax(rank[..., None, :] == jnp.arange(count)[:, None], axis=-1).astype(jnp.int32)
+
+
 @jax.named_scope("assign_lanes")
 def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
@@ -628,7 +639,7 @@ def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     W = cfg.pool.lanes
     log_weight = jnp.moveaxis(net.logprior + net.loglik, 1, 2)  # [S, N, M]
     valid = jnp.moveaxis(net.logprior > -jnp.inf, 1, 2)
-    _, desired = jax.lax.top_k(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W], ties: lower member first
+    desired = top_members(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W]
     desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
     held = net.lanes
     keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)
@@ -708,6 +719,13 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
     return jax.lax.while_loop(lambda c: any_net(jnp.any(c[0])), one_round, (pending, net))[1]
 
 
+def running_count(flags):
+    """``cumsum(flags)`` of a 1-D bool array as int32, by a log-depth scan: XLA:CPU lowers ``cumsum`` to a
+    window reduction that adds every prefix anew (quadratic in the length; a free stack's pushes take
+    ``N_i C`` flags)."""
+    return jax.lax.associative_scan(jnp.add, flags.astype(jnp.int32))
+
+
 def _put(items: tuple, index: int, value) -> tuple:
     return items[:index] + (value,) + items[index + 1:]
 
@@ -726,7 +744,7 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
             shape = cfg.layers[index]
             ids = net.block_of[p, shape.offset:shape.offset + shape.neurons].reshape(-1)
             held = ids >= 0
-            at = unique_or_drop(n_free[index] + jnp.cumsum(held) - 1, held, shape.blocks)
+            at = unique_or_drop(n_free[index] + running_count(held) - 1, held, shape.blocks)
             free[index] = free[index].at[at].set(ids, mode="drop", unique_indices=True)
             n_free = n_free.at[index].add(jnp.sum(held, dtype=jnp.int32))
         return net._replace(free=tuple(free), n_free=n_free)
