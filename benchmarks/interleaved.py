@@ -150,12 +150,12 @@ def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:
     """Milliseconds per step of each package's NCTL on ``throughput.py``'s windows, learned in turns in
     blocks of ``block`` rows, and of its boundaries (per boundary); whether the predictions agree."""
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((WINDOW_STEPS, throughput.N_FEATURES)).astype(np.float32)
+    net = throughput.SPLIT_MNIST
+    X = rng.standard_normal((WINDOW_STEPS, net.features)).astype(np.float32)
     y = rng.integers(0, 2, len(X))
 
     def learner(package):
-        model = package.NCTL(layer_sizes=throughput.LAYERS, context_bits=throughput.CONTEXT_BITS,
-                             pool_size=throughput.POOL, depth=throughput.DEPTH)
+        model = package.NCTL(layer_sizes=net.layers, context_bits=net.context_bits, pool_size=net.pool, depth=net.depth)
         model.learn_many(X[:block], y[:block])
         return model
 

@@ -6,7 +6,8 @@ its predictions, and the NCTL's ``state_bytes``; then NCTL in bounded mode (``tr
 two of them; then an FMN over 100 bits with an initial pool; last, the Split MNIST network (784 inputs,
 50-25-1, C = 16, k = 15, R = 100, L_min = 32) on 6,000 rows of a rule that flips every 128 rows, whose
 first layer is scored one neuron at a time with the CPU kernel and whose record arena is swept and
-reused, which the small networks never reach (about a minute). Run
+reused, which the small networks never reach (about a minute); and the Permuted MNIST experiment's ten
+networks, exact and bounded, on 2,048 rows. Run
 at two commits (``PYTHONPATH=<checkout>/src``) and compare the lines. The records' contexts (kept since
 save format 6, derived from the records) are left out of the NCTL state's digest, so that it compares
 with commits before them; ``nctl_rows`` digests that state with the blocks in (slot, neuron, context)
@@ -93,6 +94,23 @@ def main() -> None:
     run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
     print(json.dumps(split_mnist_network(6000)))
+    for trained_members in (None, 4):
+        print(json.dumps(permuted_mnist_network(2048, trained_members)))
+
+
+def permuted_mnist_network(n: int, trained_members: int | None) -> dict:
+    """Digests of the Permuted MNIST experiment's ten one-vs-all 10-5-1 networks (784 inputs, k = 15,
+    spacing eviction; C = 64 and L_min = 64 so that ``n`` rows reach many pool boundaries), exact or
+    bounded, after ``n`` rows of a ten-class rule whose classes permute every 256 rows."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((n, 784)).astype(np.float32)
+    y = (np.argmax(X[:, :10], axis=1) + (np.arange(n) // 256) * 3) % 10
+    model = nctl.NCTL(layer_sizes=(10, 5, 1), context_bits=6, n_classes=10, pool_size=15, depth=11, min_segment=64,
+                      eviction="spacing", trained_members=trained_members)
+    p = model.learn_many(X, y)
+    events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
+    return {"permuted_mnist_network": n, "trained_members": trained_members, "nctl_state": digest(nctl_state(model)),
+            "nctl_rows": digest(nctl_rows(model)), "nctl_predictions": digest(p), "pool_events": events.tolist()}
 
 
 def split_mnist_network(n: int) -> dict:

@@ -1,4 +1,4 @@
-"""Where an NCTL step's time goes, in the throughput benchmark's Split MNIST configuration, as JSON.
+"""Where an NCTL step's time goes, in a throughput benchmark network (``--network``, Split MNIST's by default), as JSON.
 
 Times the two compiled programs of ``nctl.core.engine`` separately (``run_steps``: the steps;
 ``boundary``: the pool updates every ``P`` steps) over windows of the throughput benchmark, then takes
@@ -34,7 +34,7 @@ import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from nctl.river import NCTLClassifier
-from throughput import jump_to, nctl_window, window_start
+from throughput import NETWORKS, jump_to, nctl_window, window_start
 from xla_call_costs import entry_operations
 
 
@@ -169,21 +169,24 @@ def main() -> None:
     parser.add_argument("--window-steps", type=int, default=256)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--tabular", action="store_true", help="profile the river adapter's defaults instead")
+    parser.add_argument("--network", choices=sorted(NETWORKS), default="split-mnist", help="throughput.py's network")
+    parser.add_argument("--trained-members", type=int, default=None, help="bounded mode's B (default: exact)")
     args = parser.parse_args()
     if args.tabular:
         return tabular_profile(args)
-    model, X, y = nctl_window(args.window_steps, np.random.default_rng(0))
+    net = NETWORKS[args.network]
+    model, X, y = nctl_window(args.window_steps, np.random.default_rng(0), args.trained_members, net=net)
     model.learn_many(X[:64], y[:64])  # compile
 
     totals = {"run_steps": 0.0, "boundary": 0.0}
     with timed_engine(totals):
         for w in range(args.windows):
-            jump_to(model, window_start(w, args.windows))
+            jump_to(model, window_start(w, args.windows, net.stream), pool=net.pool)
             model.learn_many(X, y)
     steps = args.windows * args.window_steps
 
     profile = profiled(model, X, y, args.top)
-    print(json.dumps({"cpu": cpu_name(), "steps": steps,
+    print(json.dumps({"cpu": cpu_name(), "network": args.network, "trained_members": args.trained_members, "steps": steps,
                       **{f"{name}_ms_per_step": round(1e3 * s / steps, 3) for name, s in totals.items()},
                       "profiled_window_start": model.t_ - len(X) + 1, **profile}, indent=2))
 
