@@ -157,6 +157,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             nctl=dict(LONG_TASK_POOL),
         ),
         Experiment(
+            "permuted-mnist-deskewed-c256-bounded", TASK_MATRIX,
+            "Permuted MNIST at the full protocol on deskewed digits, 2^8 contexts, bounded mode (4 trained members)",
+            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln", "nctl"),
+            network={**PERMUTED_NETWORK, "context_bits": 8}, seeds=3, max_test=1000, anchors=PERMUTED_ANCHORS,
+            nctl={**LONG_TASK_POOL, "trained_members": 4},
+        ),
+        Experiment(
             "permuted-mnist-reduced", TASK_MATRIX,
             "Permuted MNIST, 10 tasks x 1,000 examples: a reduced variant, not the paper's protocol",
             stream="permuted_mnist", learners=("nctl", "gln"), network=dict(PERMUTED_NETWORK), seeds=10,
