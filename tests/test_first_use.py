@@ -205,3 +205,37 @@ def test_a_prequential_seed_reports_its_steps_as_it_goes():
                          on_progress=lambda *report: chunks.append(report))
     assert chunks == [(0, len(stream)), *((n, len(stream)) for n in range(1500, len(stream), 1500)),
                       (len(stream), len(stream))]
+
+
+def test_the_command_line_has_a_version_and_a_bare_call_shows_the_help(capsys):
+    import nctl
+    from nctl import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"nctl {nctl.__version__}"
+    assert cli.main([]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("usage: nctl") and "run demo" in shown and "examples:" in shown
+
+
+def test_run_help_describes_every_option(capsys):
+    from nctl import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    shown = capsys.readouterr().out
+    assert "--first-seed FIRST_SEED\n" in shown and "FIRST..FIRST+SEEDS-1" in shown
+
+
+def test_nctl_list_shows_each_experiments_seed_time_and_data(capsys):
+    from nctl import cli
+    from nctl.experiments import configs
+
+    assert cli.main(["list"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    for name in configs.EXPERIMENTS:
+        assert name in cli.SEED_DURATION and cli.SEED_DURATION[name] in lines[name]
+    assert " 1 seed " in lines["demo"] and "built-in" in lines["demo"]
+    assert "mnist " in lines["permuted-mnist"] and "hours" in lines["permuted-mnist"]
+    assert "elec2" in lines["elec2-5"] and "fashion-mnist" in lines["split-fashion-mnist"]

@@ -26,13 +26,24 @@ import os
 import sys
 from pathlib import Path
 
-from nctl import _atomic, compilation
+from nctl import __version__, _atomic, compilation
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, executors, report, sweep
 from nctl.experiments.run import SeedsFailed, config_folder, run
 from nctl.inspect import cli as inspect_cli
 
 DEFAULT_OUT = "results"
+EXAMPLES = """examples:
+  nctl list                        the experiments, how long a seed runs, the data each needs
+  nctl run demo                    NCTL and GLN on a built-in stream (no download, about a minute)
+  nctl report results/demo         the results as a markdown table
+  nctl data download mnist         fetch a data set (into $NCTL_DATA, else ~/.cache/nctl)
+  nctl run split-mnist --seeds 3 --workers 2
+                                   three seeds, in two processes
+  nctl run split-mnist --set steps_per_task=500
+                                   a shorter run: 500 examples of each task
+
+`nctl COMMAND --help` describes a command's options."""
 USER_ERRORS = (ValueError, OSError, MemoryError, SeedsFailed)  # one line and exit status 2, unless --debug
 USER_ERROR_STATUS = 2
 
@@ -61,10 +72,30 @@ def _at_least(low: int):
     return parse
 
 
+# The data set each stream reads (`nctl data download NAME`); the others are generated
+STREAM_DATA = {"split_mnist": "mnist", "permuted_mnist": "mnist", "mnist_classes": "mnist", "free_split": "mnist",
+               "split_fashion_mnist": "fashion-mnist", "electricity": "elec2"}
+# Roughly how long one seed of each experiment runs with its default settings on a 2-core AMD EPYC (the
+# wall_s of the results files under docs/results)
+SEED_DURATION = {"demo": "1 min", "split-mnist": "15 min", "split-mnist-deskewed": "15 min",
+                 "split-fashion-mnist": "45 min", "permuted-mnist": "hours", "permuted-mnist-deskewed": "1.5 h",
+                 "permuted-mnist-deskewed-c256-bounded": "hours", "permuted-mnist-reduced": "30-50 min",
+                 "free-split-backward": "1-2 min", "free-split-forward": "1-2 min", "free-split-oracles": "1 min",
+                 "elec2-5": "10 min", "elec2-8": "10 min", "mnist-gln": "20 s", "mnist-gln-deskewed": "2.5 min"}
+
+
+def _data_of(exp) -> str:
+    return next((data for prefix, data in STREAM_DATA.items() if exp.stream.startswith(prefix)), "built-in")
+
+
 def cmd_list(args) -> int:
-    width = max(len(name) for name in configs.EXPERIMENTS)
-    for name, exp in configs.EXPERIMENTS.items():
-        print(f"{name:<{width}}  {exp.seeds:>3} seeds  {exp.description}")
+    rows = [(name, f"{exp.seeds} seed{'s' if exp.seeds > 1 else ''}", SEED_DURATION.get(name, "?"), _data_of(exp),
+             exp.description) for name, exp in configs.EXPERIMENTS.items()]
+    rows.insert(0, ("name", "seeds", "per seed", "data", "description"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(f"{cell:<{width}}" for cell, width in zip(row, widths)) + "  " + row[4])
+    print("\nper seed: on a 2-core CPU, with the default settings; data: `nctl data download NAME` fetches it")
     return 0
 
 
@@ -189,7 +220,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     results go and where seeds run."""
     parser.add_argument("name", help="experiment name (see `nctl list`)")
     parser.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
-    parser.add_argument("--first-seed", type=_at_least(0), default=0)
+    parser.add_argument("--first-seed", type=_at_least(0), default=0,
+                        help="number of the first seed: the run has seeds FIRST..FIRST+SEEDS-1 (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
     parser.add_argument("--out", type=_named_path("folder"), default=DEFAULT_OUT,
@@ -212,9 +244,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nctl", description="Neural Combinatorial Transfer Learning experiments")
+    parser = argparse.ArgumentParser(prog="nctl", description="Neural Combinatorial Transfer Learning experiments",
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"nctl {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sub.add_parser("list", help="show the experiments").set_defaults(func=cmd_list)
 
@@ -255,7 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `nctl`: what it can do
+        parser.print_help()
+        return 0
     compilation.default_cache()  # a second process loads what the first compiled
     try:
         return args.func(args)
