@@ -239,3 +239,20 @@ def test_nctl_list_shows_each_experiments_seed_time_and_data(capsys):
     assert " 1 seed " in lines["demo"] and "built-in" in lines["demo"]
     assert "mnist " in lines["permuted-mnist"] and "hours" in lines["permuted-mnist"]
     assert "elec2" in lines["elec2-5"] and "fashion-mnist" in lines["split-fashion-mnist"]
+
+
+def test_every_file_of_the_package_but_its_modules_is_package_data():
+    """A wheel carries the modules and the package data named in pyproject.toml: a file the package
+    reads at run time (the CPU kernel's C++ source, py.typed) must be named there, or an installed
+    nctl lacks it."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nctl"]
+    package = root / "src" / "nctl"
+    others = [path.relative_to(package).as_posix() for path in package.rglob("*")
+              if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts]
+    assert "core/native/ggm_rows.cc" in others
+    assert [name for name in others if not any(fnmatch.fnmatch(name, glob) for glob in globs)] == []
