@@ -256,3 +256,24 @@ def test_every_file_of_the_package_but_its_modules_is_package_data():
               if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts]
     assert "core/native/ggm_rows.cc" in others
     assert [name for name in others if not any(fnmatch.fnmatch(name, glob) for glob in globs)] == []
+
+
+def test_every_constructor_parameter_of_the_learners_is_documented():
+    import dataclasses
+
+    import nctl
+
+    for learner in (nctl.NCTL, nctl.GLN):
+        documented = learner.__doc__.split("Args:")[1]
+        for field in dataclasses.fields(learner):
+            assert f"\n        {field.name}: " in documented, f"{learner.__name__}({field.name}=...) has no description"
+
+
+def test_the_api_pages_show_the_presets_and_the_cache():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    learner_page, gln_page = (docs / "api-nctl-learner.md").read_text(), (docs / "api-gln.md").read_text()
+    for preset in ("tabular", "paper_split_mnist", "paper_permuted_mnist", "paper_electricity"):
+        assert preset in learner_page
+    assert "tabular" in gln_page and "enable_compilation_cache" in (docs / "api-nctl.md").read_text()

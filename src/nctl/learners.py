@@ -256,6 +256,8 @@ class _OnlineLearner:
 
     @_first_call_noticed
     def predict_proba_many(self, X) -> np.ndarray:
+        """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
+        [n], or class probabilities [n, K]); the learner does not change."""
         X = _check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
@@ -265,6 +267,7 @@ class _OnlineLearner:
         return self._outputs(self._predict(X))
 
     def predict_one(self, x) -> int:
+        """The most probable label of ``x``: 0/1, or a class index; the learner does not change."""
         p = self.predict_proba_one(x)
         return int(p > 0.5) if self.n_classes == 2 else int(np.argmax(p))
 
@@ -438,7 +441,18 @@ def _padded_chunks(X, y, size):
 @dataclass(eq=False)
 class GLN(_OnlineLearner):
     """A Gated Linear Network (docs/algorithm.md §2): GGM neurons with half-space gating, each trained
-    online on its own log loss."""
+    online on its own log loss.
+
+    Args:
+        layer_sizes: neurons per layer, ending with the single output neuron.
+        context_bits: hyperplanes per neuron (``s``); each neuron has ``2^s`` contexts, a weight row each.
+        learning_rate: the step size of every neuron's online gradient step on its log loss.
+        n_classes: 2 for 0/1 labels; ``K > 2`` trains one network per class (one-vs-all).
+        weight_init: initial weights: ``"zeros"`` (every neuron predicts 1/2) or ``"uniform"`` (1/fan-in).
+        prob_eps: probabilities are clipped to ``[eps, 1 - eps]``.
+        max_weight: weights are kept in ``[-max_weight, max_weight]``.
+        seed: draws the gating hyperplanes (the same as NCTL's with the same seed and layers).
+    """
 
     layer_sizes: tuple = (50, 25, 1)
     context_bits: int = 4
@@ -541,6 +555,28 @@ class NCTL(_OnlineLearner):
     The defaults are the paper's Split MNIST network (50-25-1, 16 contexts, learning rate 0.001) with
     the paper's FIFO pool; ``NCTL.tabular()`` gives the settings measured for tabular streams (the
     river and scikit-learn adapters' defaults) and ``NCTL.paper_*()`` the paper's other experiments.
+
+    Args:
+        layer_sizes: neurons per layer, ending with the single output neuron.
+        context_bits: hyperplanes per neuron (``s``); each neuron has ``2^s`` contexts, a weight row each.
+        learning_rate: the step size of every neuron's online gradient step on its log loss.
+        pool_size: stored states per neuron (``k``); the mixture has ``k + 1`` members with the fresh one.
+        depth: tree depth for a stream of ``2^depth`` steps; ``None`` grows with the stream.
+        min_segment: ``L_min``, a power of two: segments shorter than this never change the pool.
+        reservoir_size: examples kept per segment to score candidates at a pool update.
+        refine_threshold: ``alpha``: the winner replaces its parent entry when it beats it by more.
+        skip_threshold: ``beta``: the winner is not stored when the pool explains the segment better by more.
+        joint_evidence: score the pool's evidence jointly over the segment instead of per example.
+        eviction: what leaves a full pool: ``"fifo"`` (the paper's) or ``"spacing"``.
+        split_prob: the prior probability of a segment boundary at each tree node, or a sequence of them
+            to mix over (``SPLIT_GRID``); 0 makes NCTL a GLN.
+        n_classes: 2 for 0/1 labels; ``K > 2`` trains one network per class (one-vs-all).
+        weight_init: initial weights: ``"zeros"`` (every neuron predicts 1/2) or ``"uniform"`` (1/fan-in).
+        prob_eps: probabilities are clipped to ``[eps, 1 - eps]``.
+        max_weight: weights are kept in ``[-max_weight, max_weight]``.
+        seed: draws the gating hyperplanes.
+        trained_members: bounded mode: train only the ``B`` most probable members of every node; ``None``
+            trains all (exact NCTL).
     """
 
     layer_sizes: tuple = (50, 25, 1)
