@@ -277,3 +277,18 @@ def test_the_api_pages_show_the_presets_and_the_cache():
     for preset in ("tabular", "paper_split_mnist", "paper_permuted_mnist", "paper_electricity"):
         assert preset in learner_page
     assert "tabular" in gln_page and "enable_compilation_cache" in (docs / "api-nctl.md").read_text()
+
+
+def test_the_first_learner_turns_the_cache_on_before_any_other_work(monkeypatch):
+    """Sizing the first state already traces programs and builds the CPU kernel (seconds in a new
+    process): the cache is turned on first, so that the notice of a slow first call can name it."""
+    import numpy as np
+
+    import nctl
+
+    order = []
+    monkeypatch.setattr(compilation, "default_cache", lambda: order.append("cache"))
+    sizing = nctl.GLN._first_state_bytes
+    monkeypatch.setattr(nctl.GLN, "_first_state_bytes", lambda self, n: order.append("size") or sizing(self, n))
+    nctl.GLN(layer_sizes=(2, 1)).predict_proba_one(np.ones(2))
+    assert order == ["cache", "size"]

@@ -177,10 +177,10 @@ class _OnlineLearner:
         """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
         unchanged, when it does not fit (checked first, and where its allocation fails)."""
         if self._state is None:
+            compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
             what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
             _memory.check_fits(what, needed, self._memory_remedy)
             _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
-            compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
             with _memory.allocation(what, needed, self._memory_remedy):
                 state = _committed(self._init_state(n_features))
             self.n_features_, self.state_ = n_features, state
