@@ -195,7 +195,7 @@ def _map_counts() -> tuple[int, int] | None:
 def trim_compiled_programs() -> bool:
     """Drop JAX's compiled programs when this process's memory mappings near the kernel's limit. Each
     program XLA compiles for the CPU holds about a thousand mappings; a process that compiles many
-    configurations (a sweep, a test session) would otherwise pass the limit and abort. Programs still
+    configurations (a sweep, a test suite) would otherwise pass the limit and abort. Programs still
     needed compile again (or load from the persistent cache). Returns whether they were dropped."""
     counts = _map_counts()
     if counts is None or counts[0] < MAPS_SHARE * counts[1]:
