@@ -288,7 +288,7 @@ def test_the_first_learner_turns_the_cache_on_before_any_other_work(monkeypatch)
 
     order = []
     monkeypatch.setattr(compilation, "default_cache", lambda: order.append("cache"))
-    sizing = nctl.GLN._first_state_bytes
-    monkeypatch.setattr(nctl.GLN, "_first_state_bytes", lambda self, n: order.append("size") or sizing(self, n))
+    sizing = nctl.GLN.state_bytes
+    monkeypatch.setattr(nctl.GLN, "state_bytes", lambda self, n: order.append("size") or sizing(self, n))
     nctl.GLN(layer_sizes=(2, 1)).predict_proba_one(np.ones(2))
     assert order == ["cache", "size"]

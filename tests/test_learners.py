@@ -191,14 +191,14 @@ def test_a_tree_that_outgrows_its_depth_learns_exactly_like_a_deeper_one(fixed, 
     """A growing tree past ``2^max_depth`` steps: the engine is enlarged by a level mid-stream (more
     slots: fixed places for them after the others', or a longer free stack), and it predicts as an
     engine sized for the deeper tree from the start (to the last bits of a sum over more slots)."""
-    from nctl import learners
+    from nctl.learners import nctl_learner
 
     if not fixed:
         monkeypatch.setattr(engine, "FIXED_BLOCKS_SLACK", 0.0)
     X, y = stream_arrays(44, n_features=3)
     settings = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=2, reservoir_size=4, seed=2)
     expected = nctl.NCTL(**settings).learn_many(X, y)
-    monkeypatch.setattr(learners, "DEFAULT_MAX_DEPTH", 5)
+    monkeypatch.setattr(nctl_learner, "DEFAULT_MAX_DEPTH", 5)
     shallow = nctl.NCTL(**settings)
     got = shallow.learn_many(X, y)
     assert shallow.cfg_.max_depth == 6 and [shape.fixed for shape in shallow.cfg_.layers] == [fixed, fixed]

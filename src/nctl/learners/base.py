@@ -1,0 +1,257 @@
+"""The plumbing GLN and NCTL share (``OnlineLearner``): input checks, the state created on the first
+example, the rows ``learn_one`` keeps back, prediction outputs, copies, forks and ``save`` (read back by
+``nctl.learners.saving``)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from functools import partial, wraps
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nctl import _atomic, _memory, compilation
+from nctl.core import engine
+from nctl.learners.inputs import check_features, check_labels
+
+FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
+PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
+SAVE_FORMAT = 7  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
+# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts; 7: layers with fixed blocks)
+
+
+def _first_call_noticed(method):
+    """``method``, whose first call on a learner, the one that compiles its programs, gives a notice when it
+    runs long (``compilation.notice_if_slow``); later calls run as they are."""
+    @wraps(method)
+    def run(self, *args):
+        done = self.__dict__.setdefault("_methods_run", set())
+        if method.__name__ in done:
+            return method(self, *args)
+        done.add(method.__name__)
+        with compilation.notice_if_slow(type(self).__name__):
+            return method(self, *args)
+
+    return run
+
+
+class OnlineLearner:
+    """Shared plumbing: input checks, lazy initialisation, prediction outputs, copies, save."""
+
+    n_classes: int
+    seed: int
+    _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
+
+    def __post_init__(self) -> None:
+        self._state = None
+        self._pending: list = []  # (x [d] float32, y) given to learn_one and not run yet
+        self.n_features_: int | None = None
+        self.t_ = 0  # examples learned, pending ones included
+        self._forked = False  # inside ``fork``: the learner reads, and learns nothing
+
+    # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
+    # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping; _learn_then_predict
+    # (X, y, x) -> the prediction [classes] of x after learning the rows, when one call can do both;
+    # _shape_meta() -> what a save needs beyond the parameters to rebuild the state's shapes, which
+    # restore_template(n_features, shapes) reads back
+
+    @property
+    def state_(self):
+        """The state (None before the first example), with every example given so far learned."""
+        self._run_pending()
+        return self._state
+
+    @state_.setter
+    def state_(self, state) -> None:
+        self._state = state
+
+    @_first_call_noticed
+    def _run_pending(self) -> None:
+        """Learn the rows ``learn_one`` kept back (it keeps up to ``PENDING_ROWS`` and runs them in one
+        call, or together with the next prediction: ``predict_proba_one``; docs/algorithm.md §6.9)."""
+        if self._pending:
+            X, y = self._pending_batch()
+            self._learn(X, y)
+
+    def _pending_batch(self):
+        X, y = np.array([x for x, _ in self._pending]), np.array([label for _, label in self._pending], np.int32)
+        self._pending = []
+        return X, y
+
+    def _learn_then_predict(self, X, y, x):
+        self._learn(X, y)
+        return self._predict(x[None])[0]
+
+    def _init_state(self, n_features: int):
+        return self._fresh_state(n_features)
+
+    def state_bytes(self, n_features: int) -> int:
+        """Bytes of the state this learner creates for ``n_features`` inputs, from its shapes alone
+        (nothing is allocated)."""
+        return bytes_of(partial(self._fresh_state, n_features))
+
+    def _ensure_state(self, n_features: int) -> None:
+        """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
+        unchanged, when it does not fit (checked first, and where its allocation fails)."""
+        if self._state is None:
+            compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
+            what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
+            _memory.check_fits(what, needed, self._memory_remedy)
+            _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
+            with _memory.allocation(what, needed, self._memory_remedy):
+                state = committed(self._init_state(n_features))
+            self.n_features_, self.state_ = n_features, state
+
+    def _outputs(self, probs: np.ndarray) -> np.ndarray:
+        """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
+        probs = np.asarray(probs, np.float64)
+        if self.n_classes == 2:
+            return probs[:, 0]
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    def learn_one(self, x, y) -> None:
+        """Learn one example. The row is checked now and learned at the latest when anything reads the
+        learner: by the next ``predict_proba_one`` in the same compiled call (the river path's one call
+        per example), else with the rows after it, ``PENDING_ROWS`` per call."""
+        y = np.asarray(y)
+        if y.ndim != 0:
+            raise ValueError(f"y must be a single label, got shape {y.shape}")
+        if self._forked:
+            raise RuntimeError(FORKED_LEARNS)
+        x = check_features(x, self.n_features_)
+        if x.ndim != 1:
+            raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        if self._state is None:  # the first example creates the state now (and checks that it fits)
+            self.learn_many(x[None], y[None])
+            return
+        self._pending.append((x, check_labels(y, self.n_classes)))
+        self.t_ += 1
+        if len(self._pending) >= PENDING_ROWS:
+            self._run_pending()
+
+    @_first_call_noticed
+    def learn_many(self, X, y) -> np.ndarray:
+        """Learn the rows of ``X`` [n, d] in order; returns each row's pre-update prediction (no rows:
+        nothing changes)."""
+        X, y = self._checked_batch(X, y)
+        if not len(X):
+            return self._outputs(np.zeros((0, self.n_classes)))
+        self._run_pending()
+        probs = self._learn(X, y)
+        self.t_ += len(X)
+        return self._outputs(probs)
+
+    def _checked_batch(self, X, y):
+        """Validated ``X`` [n, d] float32 and ``y`` [n] int32; creates the state on the first rows."""
+        if self._forked:
+            raise RuntimeError(FORKED_LEARNS)
+        X = check_features(X, self.n_features_, "X")
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
+        y = check_labels(y, self.n_classes)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
+        if len(X):
+            self._ensure_state(X.shape[1])
+        return X, y
+
+    def _first_state_bytes(self, n_features: int) -> int:
+        """Bytes of the state the first example creates."""
+        return self.state_bytes(n_features)
+
+    @_first_call_noticed
+    def predict_proba_one(self, x):
+        """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
+        x = check_features(x, self.n_features_)
+        if x.ndim != 1:
+            raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        if self._pending:
+            out = self._outputs(self._learn_then_predict(*self._pending_batch(), x)[None])[0]
+        else:
+            out = self.predict_proba_many(x[None])[0]
+        return float(out) if self.n_classes == 2 else out
+
+    @_first_call_noticed
+    def predict_proba_many(self, X) -> np.ndarray:
+        """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
+        [n], or class probabilities [n, K]); the learner does not change."""
+        X = check_features(X, self.n_features_, "X")
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
+        if not len(X):
+            return self._outputs(np.zeros((0, self.n_classes)))
+        self._ensure_state(X.shape[1])
+        return self._outputs(self._predict(X))
+
+    def predict_one(self, x) -> int:
+        """The most probable label of ``x``: 0/1, or a class index; the learner does not change."""
+        p = self.predict_proba_one(x)
+        return int(p > 0.5) if self.n_classes == 2 else int(np.argmax(p))
+
+    @contextmanager
+    def fork(self, X, y):
+        """This learner as if it had also learned the rows ``X, y``, to read inside the ``with`` block:
+        ``with learner.fork(X, y) as adapted: adapted.predict_proba_many(T)``. The learner itself is
+        unchanged afterwards. Here the fork is a copy that learns the rows; NCTL forks without copying
+        its arenas where it can (docs/algorithm.md §6.7)."""
+        twin = self.copy()
+        twin.learn_many(X, y)
+        yield twin
+
+    def copy(self):
+        """An independent snapshot: learning on it never changes this learner."""
+        twin = type(self)(**self.params())
+        twin.state_ = None if self.state_ is None else committed(jax.tree.map(jnp.copy, self.state_))
+        twin.n_features_, twin.t_ = self.n_features_, self.t_
+        self._copy_extra(twin)
+        return twin
+
+    def __copy__(self):
+        """``copy.copy`` is ``copy()``: a copy that shared the state would lose it once either learner
+        learned (learning donates the state's buffers, which deletes them for every holder)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy`` is ``copy()``, whose state stays committed to the device (``committed``)."""
+        return self.copy()
+
+    def _copy_extra(self, twin) -> None:
+        pass
+
+    def params(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def save(self, path) -> None:
+        """Write the hyper-parameters (JSON) and the state arrays (npz) to ``path`` (a .npz file); an
+        existing file there is replaced only once the new one is complete."""
+        if self.state_ is None:
+            raise ValueError("nothing to save: the learner has not seen any example yet")
+        leaves = jax.tree.leaves(jax.device_get(self.state_))
+        meta = {"format": SAVE_FORMAT, "class": type(self).__name__, "params": _jsonable(self.params()),
+                "n_features": self.n_features_, "t": self.t_, "shapes": self._shape_meta()}
+        arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)}
+        _atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
+
+    def _shape_meta(self) -> dict:
+        return {}
+
+
+def committed(state):
+    """``state`` committed to the default device. Programs compiled ahead of need (engine §6.8) return
+    committed arrays, and a jitted program compiles once per committed-ness of its inputs: a state that
+    is committed from the start has one kind of array all its life, so nothing compiles twice. Waits
+    for the state first, so that a failed allocation raises here (an array whose computation failed
+    can hang, once moved, whatever reads it)."""
+    return jax.device_put(jax.block_until_ready(state), jax.devices()[0])
+
+
+def _jsonable(params: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+def bytes_of(make_state) -> int:
+    """Bytes of the state ``make_state()`` would create, from its shapes alone."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(jax.eval_shape(make_state)))
+

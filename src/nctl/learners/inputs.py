@@ -1,0 +1,49 @@
+"""Checks of what a learner is given: features (``check_features``) and labels (``check_labels``), with
+errors that say what is wrong and how to fix it."""
+
+from collections.abc import Mapping
+
+import numpy as np
+
+
+def check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
+    array = np.asarray(x)
+    if array.dtype.kind not in "iuf":
+        if array.dtype == object and array.size and isinstance(array.flat[0], Mapping):
+            raise TypeError(f"{what} holds dicts, but the learners take arrays of numbers; for examples as dicts of "
+                            "feature name -> number (river's kind), use nctl.river.NCTLClassifier or GLNClassifier")
+        raise ValueError(f"{what} must hold real numbers, got dtype {array.dtype}")
+    if array.ndim and array.shape[-1] == 0:
+        raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")
+    if n_features is not None and array.shape[-1:] != (n_features,):
+        raise ValueError(f"{what} must have {n_features} features, got shape {array.shape}")
+    if array.dtype == np.float32:
+        single = array.copy()  # a copy: rows kept back by learn_one do not change with x
+    else:
+        with np.errstate(over="ignore"):
+            single = array.astype(np.float32)
+    if not np.isfinite(single).all():  # one check on the usual path: finite in float32 means finite before
+        if not np.isfinite(array).all():
+            raise ValueError(f"{what} contains NaN or infinity")
+        raise ValueError(f"{what} has values beyond float32's range (+-{np.finfo(np.float32).max:.3g}), "
+                         "which would become infinity")
+    return single
+
+
+def check_labels(y, n_classes: int) -> np.ndarray:
+    array = np.asarray(y)
+    if array.ndim == 0 and array.dtype.kind in "biu" and 0 <= array.item() < n_classes:  # one label, the usual kind
+        return array.astype(np.int32)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"labels must be integers, got dtype {array.dtype}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError("labels contain NaN or infinity")
+    valid = (array >= 0) & (array < n_classes)
+    if array.dtype.kind == "f":
+        valid &= array == np.round(array)
+    if not valid.all():
+        bad = array[~valid].ravel()[0]
+        allowed = "0 or 1" if n_classes == 2 else f"a class index in 0..{n_classes - 1}"
+        hint = f"; for more classes, set n_classes (e.g. n_classes={int(bad) + 1})" if bad > 0 and bad == int(bad) else ""
+        raise ValueError(f"labels must be {allowed}, found {bad!r}{hint}")
+    return array.astype(np.int32)
