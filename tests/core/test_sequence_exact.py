@@ -158,7 +158,7 @@ def coin_bits(rng, n, coins=7, switch=0.01):
 def test_kt_decisions_near_ties_are_the_references_at_the_float64_tolerance():
     """§4.8: KT predictions are float64 and their comparisons keep the fine tolerance. On this string,
     refine tests win by more than 1e-9 but less than 1e-6 of the log likelihoods compared, so the float32
-    tolerance would make other decisions (`python benchmarks/kt_ties.py`)."""
+    tolerance would make other decisions (`python tools/kt_ties.py`)."""
     bits = coin_bits(np.random.default_rng(1), 512)
     reference = ReferenceFMN().run(bits)
     run = FMN(reservoir_size=len(bits)).run(bits)

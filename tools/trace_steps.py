@@ -12,9 +12,9 @@ beats b``), from the saved hyperplanes where ``--compare`` names a file: run on 
 line that differs shows which decision parted them (for instance where a bounded-mode case departs
 from the reference on a GPU).
 
-    python benchmarks/trace_steps.py CASE --save gpu.npz          # on the GPU machine
-    python benchmarks/trace_steps.py CASE --compare gpu.npz       # here, on the CPU
-    python benchmarks/trace_steps.py CASE --compare gpu.npz --decisions 3   # on each platform
+    python tools/trace_steps.py CASE --save gpu.npz          # on the GPU machine
+    python tools/trace_steps.py CASE --compare gpu.npz       # here, on the CPU
+    python tools/trace_steps.py CASE --compare gpu.npz --decisions 3   # on each platform
 """
 
 import argparse
@@ -82,7 +82,7 @@ def main() -> None:
     learner = nctl.NCTL(**kwargs)
     other = np.load(args.compare) if args.compare else None
     if other is not None:
-        learner._ensure_state(n_features)
+        learner.predict_proba_many(X[:1])  # creates the state; the learner does not change
         nets = learner.state_.nets._replace(normals=jnp.asarray(other["0/.nets.normals"]),
                                             offsets=jnp.asarray(other["0/.nets.offsets"]))
         learner.state_ = learner.state_._replace(nets=nets)

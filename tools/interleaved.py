@@ -17,8 +17,8 @@ With ``--split-mnist`` it times the throughput benchmark's Split MNIST network i
 engines learn each window in alternating blocks of 64 rows, and their steps and their boundaries
 (every 32 rows) are timed apart; their predictions after each window are compared.
 
-    python benchmarks/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
-    python benchmarks/interleaved.py BASE_CHECKOUT --split-mnist [--windows 4]
+    python tools/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
+    python tools/interleaved.py BASE_CHECKOUT --split-mnist [--windows 4]
 """
 
 import argparse
@@ -39,8 +39,10 @@ import numpy as np
 from nctl.data.elec2 import read_elec2
 from nctl.data.location import resolve_data_dir
 from nctl.experiments.run import cpu_name
-import throughput
 from state_digests import in_place_order
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # throughput.py, the windows timed
+import throughput  # noqa: E402
 
 WARM = 1000  # rows learned at once before the timed rows
 WARM_ONE_BY_ONE = 100  # and rows learned one at a time

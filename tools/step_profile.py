@@ -12,7 +12,7 @@ frozen prediction. The host work per row is that pattern's time outside the step
 for the learner and for river's ``StandardScaler() | NCTLClassifier()`` on feature dicts (the river
 adapter, scaler and pipeline included).
 
-    python benchmarks/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
+    python tools/step_profile.py [--windows 3] [--window-steps 256] [--top 12] [--tabular]
 """
 
 import argparse
@@ -20,6 +20,7 @@ import collections
 import gzip
 import json
 import re
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -34,8 +35,10 @@ import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from nctl.river import NCTLClassifier
-from throughput import NETWORKS, jump_to, nctl_window, window_start
 from xla_call_costs import entry_operations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # throughput.py, the windows timed
+from throughput import NETWORKS, jump_to, nctl_window, window_start  # noqa: E402
 
 
 def timed(name: str, fn, totals: dict):

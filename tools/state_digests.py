@@ -14,7 +14,7 @@ with commits before them; ``nctl_rows`` digests that state with the blocks in (s
 order and without the free stacks, so that it compares across block layouts (fixed places or free
 stacks, docs/algorithm.md §6.2).
 
-    python benchmarks/state_digests.py
+    python tools/state_digests.py
 """
 
 import hashlib

@@ -8,9 +8,9 @@
 # seven files, one fewer than the eight a device call of this workplace returns (a ninth is dropped).
 # Needs nctl importable (PYTHONPATH=src will do).
 #
-#     bash benchmarks/gpu.sh OUTDIR
+#     bash tools/gpu.sh OUTDIR
 set -u
-out=${1:?usage: bash benchmarks/gpu.sh OUTDIR}
+out=${1:?usage: bash tools/gpu.sh OUTDIR}
 mkdir -p "$out"
 log="$out/log.txt"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -27,12 +27,12 @@ echo "tests on the CPU: rc $?" >> "$log"
 timeout 120 python3 benchmarks/throughput.py > "$out/throughput.json" 2>>"$log"
 echo "throughput: rc $?" >> "$log"
 # a bounded-mode case of the literal test, step by step, to compare here with
-# `python benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare trace-gpu.npz`
-timeout 60 python3 benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --save "$out/trace-gpu.npz" >>"$log" 2>&1
+# `python tools/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare trace-gpu.npz`
+timeout 60 python3 tools/trace_steps.py k3-binary-D7-L1-bounded2-1layer --save "$out/trace-gpu.npz" >>"$log" 2>&1
 echo "trace: rc $?" >> "$log"
 # the pool decisions of its first 10 steps on the GPU and on this machine's CPU, from the same hyperplanes:
 # the first line that differs names the decision that parted them
-decisions=(benchmarks/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare "$out/trace-gpu.npz" --decisions 10)
+decisions=(tools/trace_steps.py k3-binary-D7-L1-bounded2-1layer --compare "$out/trace-gpu.npz" --decisions 10)
 timeout 60 python3 "${decisions[@]}" > "$out/decisions-gpu.txt" 2>&1
 echo "decisions on the GPU: rc $?" >> "$log"
 JAX_PLATFORMS=cpu timeout 60 python3 "${decisions[@]}" > "$out/decisions-cpu.txt" 2>&1

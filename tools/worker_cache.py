@@ -3,7 +3,7 @@
 (``NCTL_CACHE_DIR``), so that the run compiles every program it needs; a worker that takes over the
 command's cache (``nctl.compilation.adopt``) loads what an earlier seed of its configuration compiled.
 
-    python benchmarks/worker_cache.py [--seeds 4] [--workers 2] [--experiment demo]
+    python tools/worker_cache.py [--seeds 4] [--workers 2] [--experiment demo]
 """
 
 import argparse

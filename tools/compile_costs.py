@@ -14,7 +14,7 @@ function of ``nctl.core`` contributed to (from the call stacks XLA keeps with ea
 kernel counts once for every function on its stack, so nested functions overlap). ``--layer-sizes``
 sets the network (default ``3 1``).
 
-    python benchmarks/compile_costs.py [--kernels] [--layer-sizes 3 1]
+    python tools/compile_costs.py [--kernels] [--layer-sizes 3 1]
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """What a compiled call costs on this machine apart from its arithmetic, as JSON: the price of each XLA
-operation and of each state buffer, against which the engine's operation counts (``benchmarks/
-step_profile.py --tabular``) and its state's arrays (about 45) can be weighed.
+operation and of each state buffer, against which the engine's operation counts (``tools/step_profile.py
+--tabular``) and its state's arrays (about 45) can be weighed.
 
 Three families of tiny programs, each timed over many calls (a call returns one scalar to the host,
 as the engine's do):
@@ -18,7 +18,7 @@ for each of 25 neurons against ``reservoir.largest_first`` (and the plain sort o
 int64, what it is built from); a stable argsort of 31 x 25 pool keys against ``pool.stable_order``;
 the first 32 free rows of a 79,664-row record arena by one top-k against ``boundary.first_unheld``.
 
-    python benchmarks/xla_call_costs.py [--calls 2000]
+    python tools/xla_call_costs.py [--calls 2000]
 """
 
 import argparse

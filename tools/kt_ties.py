@@ -8,7 +8,7 @@ string's final log evidence and pool event counts (refine, skip, add, evict).
 it once per value, each in its own process, and compare the lines: a program compiled in a process keeps
 the tolerance it was traced with.
 
-    python benchmarks/kt_ties.py [--float64-tolerance 1e-6] [--strings 10]
+    python tools/kt_ties.py [--float64-tolerance 1e-6] [--strings 10]
 """
 
 import argparse

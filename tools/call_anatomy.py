@@ -18,7 +18,7 @@ host work, ``pass_call`` the passing of the state, ``empty_call - pass_call`` th
 work (the operations XLA runs once per call whatever the rows, its loop and its branch) and
 ``predict_call - empty_call`` the frozen prediction.
 
-    python benchmarks/call_anatomy.py [--turns 6] [--rows-per-turn 1024] [--data-dir DIR]
+    python tools/call_anatomy.py [--turns 6] [--rows-per-turn 1024] [--data-dir DIR]
 """
 
 import argparse

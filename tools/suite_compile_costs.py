@@ -4,8 +4,8 @@ first of its process to run (each compiles the engine's programs); and, run as a
 as JSON, with the configurations counted per file and the JAX seconds summed per program (``boundary``,
 ``run_steps``, ...: the function JAX names with each event).
 
-    NCTL_COMPILE_LOG=DIR PYTHONPATH=benchmarks python -m pytest -p suite_compile_costs
-    python benchmarks/suite_compile_costs.py DIR [--top 20]
+    NCTL_COMPILE_LOG=DIR PYTHONPATH=tools python -m pytest -p suite_compile_costs
+    python tools/suite_compile_costs.py DIR [--top 20]
 
 Each worker process appends one JSON line per test to ``DIR/<pid>.jsonl``. The sums add the workers'
 time, so they exceed the suite's wall time; the JAX seconds also count compilations in compile-ahead

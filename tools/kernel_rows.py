@@ -4,7 +4,7 @@ pool entries; the adapters' pool of 7 has 8 lanes), as JSON: the
 time of one call of ``nctl_train_rows`` for 0, 7, 14 and 21 live slots (medians of ``--calls`` calls,
 in turns), and the work per live slot (the slope). A call with no live slot is the call's own cost.
 
-    python benchmarks/kernel_rows.py [--calls 2000]
+    python tools/kernel_rows.py [--calls 2000]
 """
 
 import argparse
