@@ -24,6 +24,7 @@ TINY = {
     "permuted-mnist-reduced": PERMUTED_TINY,
     "permuted-mnist-deskewed": PERMUTED_TINY,
     "permuted-mnist-deskewed-c256-bounded": PERMUTED_TINY,
+    "permuted-mnist-c256-bounded": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},

@@ -164,6 +164,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             nctl={**LONG_TASK_POOL, "trained_members": 4},
         ),
         Experiment(
+            "permuted-mnist-c256-bounded", TASK_MATRIX,
+            "Permuted MNIST at the full protocol on plain pixels, 2^8 contexts, lr 0.01 (its GLN's best), bounded "
+            "mode (4 trained members)",
+            stream="permuted_mnist", learners=("gln", "nctl"),
+            network={**PERMUTED_NETWORK, "context_bits": 8, "learning_rate": 0.01}, seeds=3, max_test=1000,
+            anchors=PERMUTED_ANCHORS, nctl={**LONG_TASK_POOL, "trained_members": 4},
+        ),
+        Experiment(
             "permuted-mnist-reduced", TASK_MATRIX,
             "Permuted MNIST, 10 tasks x 1,000 examples: a reduced variant, not the paper's protocol",
             stream="permuted_mnist", learners=("nctl", "gln"), network=dict(PERMUTED_NETWORK), seeds=10,
