@@ -116,6 +116,22 @@ def test_row_predictions_round_as_the_blocks_do():
     assert np.array_equal(np.asarray(q_rows)[:3][live], np.asarray(q_blocks)[:3][live])
 
 
+def test_pool_entries_are_predicted_in_place_as_gathered_rows_are():
+    """Each neuron's pool entries at its context, read where they are stored, predict as the same rows
+    gathered do, for one network and for class networks under vmap (their contexts apart, ``u`` shared)."""
+    _, pool, *_, contexts, u, _, _ = case(seed=7)
+    entries = lambda pool, contexts: native.entry_predictions(pool, contexts, jnp.asarray(u), ROWS.prob_eps)
+    gathered = lambda pool, contexts: native.row_predictions(pool[np.arange(N), contexts], jnp.asarray(u), ROWS.prob_eps)
+    assert np.array_equal(np.asarray(jax.jit(entries)(pool, contexts)), np.asarray(jax.jit(gathered)(pool, contexts)))
+    pools = np.stack([pool, pool[:, ::-1]])  # two networks, their contexts reversed
+    nets_contexts = np.stack([contexts, (contexts + 1) % C])
+    got = jax.jit(jax.vmap(entries))(pools, nets_contexts)
+    for g in range(2):
+        assert np.array_equal(np.asarray(got[g]), np.asarray(jax.jit(gathered)(pools[g], nets_contexts[g])))
+        want = 1 / (1 + np.exp(-(pools[g][np.arange(N), nets_contexts[g]].astype(np.float64) @ u)))
+        np.testing.assert_allclose(np.asarray(got[g]), np.clip(want, ROWS.prob_eps, 1 - ROWS.prob_eps), rtol=1e-5)
+
+
 def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
     """A pool decision's scores (§4.5): each record's context picks its neuron's pool entries and the
     slot members' rows (a block's row, a pool entry or the fresh row), and its inputs are its clipped
@@ -165,7 +181,7 @@ def test_the_engine_calls_the_kernel():
     state, cfg = learner.state_, learner.cfg_
     step = jax.jit(lambda s, z, y: nctl.core.engine.step(s, z, y, cfg))
     text = step.lower(state, jnp.zeros(3, jnp.float32), jnp.int32(1)).as_text()
-    assert "nctl_train_rows" in text and "nctl_row_predictions" not in text  # exact mode: every member has a lane
+    assert "nctl_train_rows" in text and "nctl_entry_predictions" not in text  # exact mode: every member has a lane
 
 
 def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only():
@@ -223,7 +239,7 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
     for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     predict = jax.jit(lambda state, z: nctl.core.engine.predict_row(state, z, one.cfg_))
-    assert ("nctl_row_predictions" in predict.lower(one.state_, X[0]).as_text()) == (not lanes)  # the pool entries'
+    assert ("nctl_entry_predictions" in predict.lower(one.state_, X[0]).as_text()) == (not lanes)  # the pool entries'
 
 
 @pytest.mark.parametrize("env, warns", [({"NCTL_NATIVE": "0"}, False), ({"CXX": "false"}, True)])

@@ -30,6 +30,7 @@ reservoir size, ``A_r`` record rows, ``d`` features, ``H`` hidden inputs recorde
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from functools import lru_cache, partial
@@ -626,7 +627,7 @@ def top_members(weights, count: int):
     members = jnp.arange(weights.shape[-1])
     ahead = (weights[..., None, :] > weights[..., :, None]) | (
         (weights[..., None, :] == weights[..., :, None]) & (members[None, :] < members[:, None]))
-    rank = jnp.sum(ahead, axis=-1)  # [..., M]: members ranked ahead of each
+    rank = jnp.sum(ahead, axis=-1, dtype=jnp.int32)  # [..., M]: members ranked ahead of each
     return jnp.argmax(rank[..., None, :] == jnp.arange(count)[:, None], axis=-1).astype(jnp.int32)
 
 
@@ -720,10 +721,18 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
 
 
 def running_count(flags):
-    """``cumsum(flags)`` of a 1-D bool array as int32, by a log-depth scan: XLA:CPU lowers ``cumsum`` to a
-    window reduction that adds every prefix anew (quadratic in the length; a free stack's pushes take
-    ``N_i C`` flags)."""
-    return jax.lax.associative_scan(jnp.add, flags.astype(jnp.int32))
+    """``cumsum(flags)`` of a 1-D bool array as int32, in two levels of about ``sqrt(n)``: running sums
+    within rows of ``b`` flags (one product with a triangle of ones, exact in float32), then of the rows'
+    totals. XLA:CPU lowers ``cumsum`` to a window reduction that adds every prefix anew (``n^2`` additions
+    for a free stack's ``N_i C`` flags), and a log-depth scan to some forty small operations."""
+    n = flags.shape[0]
+    b = math.isqrt(max(n, 1) - 1) + 1
+    rows = -(-n // b)
+    padded = jnp.pad(flags.astype(jnp.float32), (0, rows * b - n)).reshape(rows, b)
+    within = jnp.matmul(padded, jnp.triu(jnp.ones((b, b), jnp.float32)),
+                        precision=jax.lax.Precision.HIGHEST).astype(jnp.int32)
+    before = jnp.cumsum(within[:, -1]) - within[:, -1]
+    return (within + before[:, None]).reshape(-1)[:n]
 
 
 def _put(items: tuple, index: int, value) -> tuple:
@@ -863,6 +872,20 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
 
 
+def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
+    """``q`` [N_i, E] of every pool entry (``pool_rows`` [N_i, C, E, width]) of each neuron at its context;
+    where ``kernel``, by the CPU kernel, which reads the entries where they are stored (§6.11)."""
+    def gathered(pool_rows):
+        neurons, contexts_each, entries, width = pool_rows.shape
+        rows = pool_rows.reshape(neurons * contexts_each, -1)[jnp.arange(neurons) * contexts_each + contexts]
+        return cfg.rows.predict(rows.reshape(neurons, entries, width), u)
+
+    if not kernel:
+        return gathered(pool_rows)
+    return jax.lax.platform_dependent(
+        pool_rows, cpu=lambda rows: native.entry_predictions(rows, contexts, u, cfg.rows.prob_eps), default=gathered)
+
+
 @jax.named_scope("source_predictions")
 def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
     """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i]: members without a
@@ -873,10 +896,8 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     k, S = cfg.pool.capacity, cfg.slots
     neurons = jnp.arange(shape.neurons)
     positions = jnp.arange(S)[:, None]
-    entries = net.pool_rows[layer].reshape(shape.neurons * cfg.contexts, -1)[neurons * cfg.contexts + contexts]
-    entries = entries.reshape(shape.neurons, cfg.entries, shape.width)  # [N_i, E, width], one row per neuron
     kernel = uses_kernel(cfg, shape)
-    q_entries = row_predictions(cfg, entries, u, kernel)
+    q_entries = entry_predictions(cfg, net.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
     source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
     stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)

@@ -27,7 +27,8 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("ggm_rows.cc")
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
-           "nctl_row_predictions": "NctlRowPredictions", "nctl_pool_predictions": "NctlPoolPredictions",
+           "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
+           "nctl_pool_predictions": "NctlPoolPredictions",
            "nctl_largest_first": "NctlLargestFirst"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
@@ -115,6 +116,16 @@ def row_predictions(rows, u, prob_eps: float):
     call = jax.ffi.ffi_call("nctl_row_predictions", jax.ShapeDtypeStruct(rows.shape[:-1], jnp.float32),
                             vmap_method="expand_dims")
     return call(rows, u, rows_rank=np.int64(rows.ndim), u_rank=np.int64(u.ndim), prob_eps=np.float32(prob_eps))
+
+
+def entry_predictions(pool_rows, contexts, u, prob_eps: float):
+    """``q`` [N, E] of every pool entry of each neuron ``n`` at its context ``contexts[n]`` (``pool_rows``
+    [N, C, E, K]) on ``u`` [K], read where the entries are stored (no gathered copy) and summed as
+    ``row_predictions`` sums."""
+    N, _, E, _ = pool_rows.shape
+    call = jax.ffi.ffi_call("nctl_entry_predictions", jax.ShapeDtypeStruct((N, E), jnp.float32),
+                            vmap_method="expand_dims")
+    return call(pool_rows, contexts.astype(jnp.int32), u, prob_eps=np.float32(prob_eps))
 
 
 def pool_predictions(pool_rows, blocks, neurons, contexts, entries, rows, scored, table, ids, offset: int,

@@ -1,5 +1,6 @@
 // A layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
-// (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions), and a pool decision's states
+// (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions, a neuron's pool entries by
+// nctl_entry_predictions), and a pool decision's states
 // scored where they are stored (nctl_pool_predictions); all with one dot product. A reservoir merge's
 // sample (nctl_largest_first).
 //
@@ -276,6 +277,30 @@ int64_t NetAxis(const ffi::Buffer<D>& buffer, size_t rank) {
   return dims.size() == rank + 1 ? dims[0] : 1;
 }
 
+// q [nets?, N, E] of every pool entry of each neuron n at its context contexts[n] (pool [nets?, N, C, E,
+// K], contexts [nets?, N], u [nets?, K]), read where the entries are stored: the predictions of the
+// members that start from them, rounded as row_predictions rounds.
+ffi::Error EntryPredictions(ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> contexts, ffi::Buffer<ffi::F32> u,
+                            float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
+  auto pool_dims = pool_rows.dimensions();
+  if (pool_dims.size() < 4 || contexts.dimensions().size() < 1 || u.dimensions().size() < 1)
+    return ffi::Error::InvalidArgument("nctl entry predictions: arguments of unexpected rank");
+  const int64_t N = pool_dims[pool_dims.size() - 4], C = pool_dims[pool_dims.size() - 3],
+                E = pool_dims[pool_dims.size() - 2], K = pool_dims.back();
+  const int64_t nets = std::max({NetAxis(pool_rows, 4), NetAxis(contexts, 1), NetAxis(u, 1)});
+  const auto Pool = Resolve<float>(pool_rows, 4, nets);
+  const auto Context = Resolve<int32_t>(contexts, 1, nets);
+  const auto U = Resolve<float>(u, 1, nets);
+  std::vector<const float*> rows(E);
+  for (int64_t g = 0; g < nets; ++g)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t c = std::clamp<int64_t>(Context.at(g)[n], 0, C - 1);
+      for (int64_t e = 0; e < E; ++e) rows[e] = Pool.at(g) + ((n * C + c) * E + e) * K;
+      PredictMany(rows.data(), E, U.at(g), K, prob_eps, q->typed_data() + (g * N + n) * E);
+    }
+  return ffi::Error::Success();
+}
+
 // A pool decision's scores (§4.5) of B neurons at once, every row and record read where it is stored
 // (nothing gathered). For neuron b and record r, whose inputs are u = (clip(table[id, offset : offset +
 // K - 1], -bound, bound), bias), id = ids[b, r] (ids [nets?, B, R]) or ids[r] (ids [nets?, R]: the same
@@ -427,6 +452,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlRowPredictions, RowPredictions,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("rows_rank")
                                   .Attr<int64_t>("u_rank")
+                                  .Attr<float>("prob_eps")
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlEntryPredictions, EntryPredictions,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("prob_eps")
                                   .Ret<ffi::Buffer<ffi::F32>>());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlPoolPredictions, PoolPredictions,
