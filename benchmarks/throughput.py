@@ -127,7 +127,7 @@ def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.p
     roster = jnp.broadcast_to(jnp.arange(pool, dtype=jnp.int32)[None, :, None], nets.roster.shape)
     state = state._replace(nets=nets._replace(in_pool=in_pool, roster=roster))
     model.state_ = None  # the state's buffers are donated to the jump: one copy of the arenas at a time
-    advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.advance(s, cfg, False), s),
+    advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.step.advance(s, cfg, False), s),
                       donate_argnums=0)
     model.state_ = jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1))  # not in the timed window
     model.t_ = t

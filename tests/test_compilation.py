@@ -59,7 +59,7 @@ def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
     assert compilation.default_cache_dir() == tmp_path / "xdg" / "nctl" / "jax"
 
 
-@pytest.mark.parametrize("setting", ["off", "OFF", " 0", "no"])
+@pytest.mark.parametrize("setting", ["off", "OFF", " 0", "False", "no"])
 def test_the_cache_is_turned_off_when_asked(monkeypatch, setting):
     monkeypatch.setenv("NCTL_CACHE_DIR", setting)
     assert compilation.cache_off()
@@ -146,12 +146,12 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     its first row, across both."""
     from nctl.core import engine
 
-    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every block arena starts lean
-    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 30 rows
-    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 100 rows
+    monkeypatch.setattr(engine.config, "EAGER_ARENA_BYTES", 0)  # every block arena starts lean
+    monkeypatch.setattr(engine.config, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 30 rows
+    monkeypatch.setattr(engine.config, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 100 rows
     # compiled ahead one doubling of the tree before the arenas are outgrown (the default, 2, would also
     # compile the enlargement after next, which 100 rows do not reach)
-    monkeypatch.setattr(engine, "ENLARGE_AHEAD_DOUBLINGS", 1)
+    monkeypatch.setattr(engine.config, "ENLARGE_AHEAD_DOUBLINGS", 1)
     X = np.random.default_rng(1).normal(size=(100, 3))
     model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
     with compilation.programs_made() as compiles:
@@ -179,7 +179,7 @@ for x in X:  # river's order
     preds.append(model.predict_proba_one(x))
     model.learn_one(x, int(x[0] > 0))
 preds += list(model.predict_proba_many(X[:3]))
-print(" ".join(sorted(set(traced) & {"run_steps", "boundary", "_predict", "_init", "network_gates", "resize"})) or "-")
+print(" ".join(sorted(set(traced) & {"run_steps", "pool_boundary", "predict_rows", "init_state", "network_gates", "resize"})) or "-")
 print(" ".join(repr(float(p)) for p in preds))
 """
 
@@ -200,8 +200,8 @@ def test_a_new_process_runs_the_engine_programs_stored_by_an_earlier_one_without
     predicts exactly as the first."""
     first_traced, first = run_stored(tmp_path)
     stored = sorted(p.name.split("-")[0] for p in (tmp_path / "exported").glob("*.jaxexport"))
-    assert {"run_steps", "boundary", "_predict", "_init", "network_gates"} <= set(stored)
-    assert {"run_steps", "boundary"} <= first_traced
+    assert {"run_steps", "pool_boundary", "predict_rows", "init_state", "network_gates"} <= set(stored)
+    assert {"run_steps", "pool_boundary"} <= first_traced
     second_traced, second = run_stored(tmp_path)
     assert second_traced == set() and second == first
 
@@ -248,12 +248,12 @@ def test_an_unreadable_stored_program_is_made_again(tmp_path):
         expected = state_of().learn_many(X, np.array([1, 0]))
         for path in tmp_path.glob("*.jaxexport"):
             path.write_bytes(b"not a program")
-        fresh = programs.jit(engine.run_steps.__wrapped__, static_argnums=(4, 5), donate_argnums=(0,),
-                             compiler_options=engine.COMPILER_OPTIONS)
+        fresh = programs.jit(engine.compiled.run_steps.__wrapped__, static_argnums=(4, 5), donate_argnums=(0,),
+                             compiler_options=engine.compiled.COMPILER_OPTIONS)
         model = state_of()
         model.learn_many(X[:1], np.array([1]))  # the learner's state, made by the stored init (made again)
-        state, outcome, _ = fresh(model.state_, *engine._block(X[1:], np.array([0]), 0), model.cfg_, None, X[0], False)
-        assert engine.unpack(np.asarray(outcome), model.cfg_)[0][0, 0] == expected[1]
+        state, outcome, _ = fresh(model.state_, *engine.compiled.learn_block(X[1:], np.array([0]), 0), model.cfg_, None, X[0], False)
+        assert engine.compiled.unpack(np.asarray(outcome), model.cfg_)[0][0, 0] == expected[1]
         assert [path.read_bytes()[:13] != b"not a program" for path in tmp_path.glob("run_steps-*.jaxexport")] == [True]
     finally:
         programs.use_folder(before)

@@ -128,7 +128,7 @@ def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt, monkeypatch):
     X, y = stream_arrays(60)
     settings = dict(SMALL_NCTL, context_bits=1)
     assert nctl.NCTL(**settings).engine_config(6).layers[0].fixed
-    monkeypatch.setattr(engine, "FIXED_BLOCKS_SLACK", 0.0)  # the layout of the older saves
+    monkeypatch.setattr(engine.config, "FIXED_BLOCKS_SLACK", 0.0)  # the layout of the older saves
     model = nctl.NCTL(**settings)
     model.learn_many(X[:30], y[:30])
     model.save(tmp_path / "model.npz")
@@ -166,7 +166,7 @@ def test_small_layers_keep_their_blocks_at_fixed_places_and_large_ones_in_free_s
     tabular = nctl.NCTL.tabular().engine_config(8)
     assert all(shape.fixed and shape.blocks == tabular.slots * shape.neurons * tabular.contexts
                for shape in tabular.layers)
-    assert tabular.layers[0].blocks <= engine.FIXED_BLOCKS_SLACK * engine.block_bound(
+    assert tabular.layers[0].blocks <= engine.config.FIXED_BLOCKS_SLACK * engine.config.block_bound(
         tabular.max_depth, tabular.contexts, tabular.chunk, tabular.layers[0].neurons)
     split = nctl.NCTL.paper_split_mnist().engine_config(784)
     assert not any(shape.fixed for shape in split.layers)
@@ -186,20 +186,25 @@ def test_a_learner_with_fixed_blocks_saves_and_continues_exactly(tmp_path):
     np.testing.assert_array_equal(resumed.learn_many(X[30:], y[30:]), model.learn_many(X[30:], y[30:]))
 
 
+# a growing tree on 3 features, whose engine for 2^20 steps two tests compare with
+GROWING = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=2, reservoir_size=4, seed=2)
+
+
 @pytest.mark.parametrize("fixed", [True, False])
 def test_a_tree_that_outgrows_its_depth_learns_exactly_like_a_deeper_one(fixed, monkeypatch):
     """A growing tree past ``2^max_depth`` steps: the engine is enlarged by a level mid-stream (more
     slots: fixed places for them after the others', or a longer free stack), and it predicts as an
-    engine sized for the deeper tree from the start (to the last bits of a sum over more slots)."""
+    engine sized for the deeper tree from the start (to the last bits of a sum over more slots). The
+    deeper engine keeps its blocks at fixed places in both cases (the layout changes no prediction), so
+    both cases and test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones compile it once."""
     from nctl.learners import nctl_learner
 
-    if not fixed:
-        monkeypatch.setattr(engine, "FIXED_BLOCKS_SLACK", 0.0)
     X, y = stream_arrays(44, n_features=3)
-    settings = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=2, reservoir_size=4, seed=2)
-    expected = nctl.NCTL(**settings).learn_many(X, y)
+    expected = nctl.NCTL(**GROWING).learn_many(X, y)
+    if not fixed:
+        monkeypatch.setattr(engine.config, "FIXED_BLOCKS_SLACK", 0.0)
     monkeypatch.setattr(nctl_learner, "DEFAULT_MAX_DEPTH", 5)
-    shallow = nctl.NCTL(**settings)
+    shallow = nctl.NCTL(**GROWING)
     got = shallow.learn_many(X, y)
     assert shallow.cfg_.max_depth == 6 and [shape.fixed for shape in shallow.cfg_.layers] == [fixed, fixed]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
@@ -320,7 +325,7 @@ def test_a_fork_is_a_copy_where_its_boundaries_could_run_the_record_arena_short(
     (fewer than (boundaries + 1) P rows unheld) the fork's rows could enlarge it, and with it the block
     arenas where their enlargement is near, which a journal of the old shapes cannot undo: the fork is
     then a copy (§6.5, §6.7)."""
-    monkeypatch.setattr(engine, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 60 rows
+    monkeypatch.setattr(engine.config, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 60 rows
     X, y = stream_arrays(300)
     make = lambda: nctl.NCTL(**SMALL_NCTL)
     forked, plain = make(), make()
@@ -344,11 +349,11 @@ def test_candidate_contexts_hold_the_engines_contexts_and_both_sides_of_a_gate_o
     normals, offsets = np.asarray(model.state_.nets.normals[0]), np.asarray(model.state_.nets.offsets[0])
     on_gate = offsets[0, 0] * normals[0, 0]  # neuron 0's first hyperplane passes through this point
     rows = np.vstack([X, on_gate]).astype(np.float32)
-    reach = engine.candidate_contexts(normals[None], offsets[None], rows)[0]  # [N, C]
+    reach = engine.forks.candidate_contexts(normals[None], offsets[None], rows)[0]  # [N, C]
     for row in rows[:-1]:
         chosen = np.asarray(gating.contexts(gating.Gates(normals, offsets), row))
         assert reach[np.arange(len(chosen)), chosen].all()
-    alone = engine.candidate_contexts(normals[None], offsets[None], on_gate[None].astype(np.float32))[0, 0]
+    alone = engine.forks.candidate_contexts(normals[None], offsets[None], on_gate[None].astype(np.float32))[0, 0]
     assert alone.sum() == 2 and np.flatnonzero(alone)[1] - np.flatnonzero(alone)[0] == 1  # bit 0 either way
 
 
@@ -443,17 +448,18 @@ def test_state_bytes_is_the_size_of_the_state_the_learner_then_creates(make):
 
 def test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones(monkeypatch):
     rng = np.random.default_rng(5)
-    X = rng.standard_normal((300, 3)).astype(np.float32)
-    y = (X[:, 0] * np.sign(np.arange(300) % 100 - 50) > 0).astype(int)
-    settings = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=4, reservoir_size=4)
-    full = nctl.NCTL(**settings)
+    # 200 steps: the lean arenas (trees of 2^4 steps) are enlarged once, to trees of 2^8 steps; every
+    # arena size is an engine of its own to compile
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (X[:, 0] * np.sign(np.arange(200) % 100 - 50) > 0).astype(int)
+    full = nctl.NCTL(**GROWING)
     expected = full.learn_many(X, y)
-    monkeypatch.setattr(engine, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
-    monkeypatch.setattr(engine, "MIN_ARENA_DEPTH", 0)  # and small
+    monkeypatch.setattr(engine.config, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine.config, "MIN_ARENA_DEPTH", 0)  # and small
     # enlarged when needed, not compiled ahead (tests/test_compilation.py checks that): the test compiles
     # only the arenas the stream uses
-    monkeypatch.setattr(engine, "enlarge_ahead", lambda *args: None)
-    lean = nctl.NCTL(**settings)
+    monkeypatch.setattr(engine.driver, "enlarge_ahead", lambda *args: None)
+    lean = nctl.NCTL(**GROWING)
     first = lean.learn_many(X[:10], y[:10])
     start_depth = lean.cfg_.arena_depth
     rest = lean.learn_many(X[10:], y[10:])

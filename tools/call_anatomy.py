@@ -63,7 +63,7 @@ def main() -> None:
         for i in range(WARM - 64, WARM):
             learner.predict_proba_one(X[i])
             learner.learn_one(X[i], Y[i])
-    Z, labels, _ = engine._block(X[:1], Y[:1], 0)
+    Z, labels, _ = engine.compiled.learn_block(X[:1], Y[:1], 0)
     probe = {"state": batched.state_}  # empty, predicting and passing calls run on this one
 
     def river_rows(start):
@@ -87,7 +87,7 @@ def main() -> None:
     def step_calls(predict):
         def run(_):
             for _ in range(n):
-                state, outcome, _ = engine.run_steps(probe["state"], Z, labels, 0, batched.cfg_, None, Z[0],
+                state, outcome, _ = engine.compiled.run_steps(probe["state"], Z, labels, 0, batched.cfg_, None, Z[0],
                                                     predict)
                 probe["state"] = state
                 np.asarray(outcome)

@@ -88,7 +88,7 @@ def kernels_by_function(path: Path) -> dict:
         parent = re.search(r"parent_frame_id=(\d+)", fields)
         location = int(re.search(r"file_location_id=(\d+)", fields).group(1))
         frames[int(i)] = (location, int(parent.group(1)) - 1 if parent else 0)
-    ours = {f.name for f in Path(engine.__file__).parent.glob("*.py")}
+    ours = {f.name for f in Path(engine.__file__).parents[1].rglob("*.py")}  # nctl.core
     counts, stacks = collections.Counter(), 0
     for line in lines:
         frame = re.search(r"stack_frame_id=(\d+)", line)

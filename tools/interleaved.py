@@ -99,10 +99,10 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
             engine = package.core.engine
             learner = package.NCTL.tabular()
             learner.learn_many(X[:steps - 1], Y[:steps - 1])
-            Z, labels = engine._block(X[steps - 1:steps], Y[steps - 1:steps], 0)[:2]
-            state, outcome, _ = engine.run_steps(learner.state_, Z, labels, 1, learner.cfg_, None, Z[0], False)
-            assert engine.unpack(np.asarray(outcome), learner.cfg_)[3], "no boundary due"
-            due[name], cfgs[name] = (state, engine.boundary_program(state, learner.cfg_).program()), learner.cfg_
+            Z, labels = engine.compiled.learn_block(X[steps - 1:steps], Y[steps - 1:steps], 0)[:2]
+            state, outcome, _ = engine.compiled.run_steps(learner.state_, Z, labels, 1, learner.cfg_, None, Z[0], False)
+            assert engine.compiled.unpack(np.asarray(outcome), learner.cfg_)[3], "no boundary due"
+            due[name], cfgs[name] = (state, engine.ahead.boundary_program(state, learner.cfg_).program()), learner.cfg_
         times, results = {name: [] for name in due}, {}
         for turn in range(BOUNDARY_TURNS):
             for name in list(due) if turn % 2 else list(due)[::-1]:
@@ -123,7 +123,7 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
 @contextmanager
 def timed_boundaries(packages: dict, spent: dict):
     """Each package's boundary programs, as ``learn`` runs them, timed into ``spent[name]``."""
-    originals = {name: package.core.engine.boundary_program for name, package in packages.items()}
+    originals = {name: package.core.engine.driver.boundary_program for name, package in packages.items()}
 
     def timing(name, original):
         def boundary_program(state, cfg):
@@ -140,12 +140,12 @@ def timed_boundaries(packages: dict, spent: dict):
         return boundary_program
 
     for name, package in packages.items():
-        package.core.engine.boundary_program = timing(name, originals[name])
+        package.core.engine.driver.boundary_program = timing(name, originals[name])
     try:
         yield
     finally:
         for name, package in packages.items():
-            package.core.engine.boundary_program = originals[name]
+            package.core.engine.driver.boundary_program = originals[name]
 
 
 def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:

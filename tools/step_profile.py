@@ -55,15 +55,15 @@ def timed(name: str, fn, totals: dict):
 def timed_engine(totals: dict):
     """Inside the block, the engine's two compiled programs add their time (each waited for) to
     ``totals["run_steps"]`` and ``totals["boundary"]``."""
-    run_steps, boundary_program = engine.run_steps, engine.boundary_program
-    engine.run_steps = timed("run_steps", run_steps, totals)
+    run_steps, boundary_program = engine.driver.run_steps, engine.driver.boundary_program
+    engine.driver.run_steps = timed("run_steps", run_steps, totals)
     # learn calls the boundary compiled ahead, as boundary_program(state, cfg).program()
-    engine.boundary_program = lambda state, cfg: SimpleNamespace(
+    engine.driver.boundary_program = lambda state, cfg: SimpleNamespace(
         program=lambda: timed("boundary", boundary_program(state, cfg).program(), totals))
     try:
         yield
     finally:
-        engine.run_steps, engine.boundary_program = run_steps, boundary_program
+        engine.driver.run_steps, engine.driver.boundary_program = run_steps, boundary_program
 
 
 def host_ms_per_row(loop, rows: int) -> float:
@@ -198,8 +198,8 @@ def profiled(model, X, y, top: int) -> dict:
     """``profile_summary`` of ``model`` learning the rows of ``X``."""
     Z = np.zeros((engine.LEARN_BLOCK, X.shape[1]), np.float32)
     labels = np.zeros(engine.LEARN_BLOCK, np.int32)
-    programs = {"jit_run_steps": engine.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None, Z[0], False).compile(),
-                "jit_boundary": engine.boundary_program(model.state_, model.cfg_).program()}  # the program run
+    programs = {"jit_run_steps": engine.compiled.run_steps.lower(model.state_, Z, labels, 1, model.cfg_, None, Z[0], False).compile(),
+                "jit_pool_boundary": engine.ahead.boundary_program(model.state_, model.cfg_).program()}  # the program run
     with tempfile.TemporaryDirectory() as folder:
         jax.profiler.start_trace(folder, create_perfetto_trace=True)
         model.learn_many(X, y)
@@ -240,12 +240,12 @@ def tabular_profile(args) -> None:
     state, calls = model.state_, 200
     start = time.perf_counter()
     for _ in range(calls):  # a call that learns no row: the fixed cost of a call
-        state = engine.run_steps(state, Z, labels, 0, model.cfg_, None, Z[0], False)[0]
+        state = engine.compiled.run_steps(state, Z, labels, 0, model.cfg_, None, Z[0], False)[0]
     jax.block_until_ready(state)
     empty_call_ms = 1e3 * (time.perf_counter() - start) / calls
     model.state_ = state
     # one row's prediction: XLA takes it out of the program's loop over rows, into the entry computation
-    prediction = engine._predict.lower(model.state_, X[:1], 1, model.cfg_).compile()
+    prediction = engine.compiled.predict_rows.lower(model.state_, X[:1], 1, model.cfg_).compile()
     profile = profiled(model, X[window], y[window], args.top)
     print(json.dumps({"cpu": cpu_name(), "config": "NCTL.tabular(), 8 features", "window_steps": args.window_steps,
                       "learn_many_ms_per_row": round(learn_many_ms, 3), "predict_then_learn_one_ms_per_row": round(river_pair_ms, 3),

@@ -52,11 +52,11 @@ def pytest_configure(config):
 
 
 def _log_engine_configurations() -> None:
-    """Note each configuration that reaches ``engine.boundary_program``, which every call of the engine's
+    """Note each configuration that reaches ``engine.driver.boundary_program``, which every call of the engine's
     ``learn`` passes through first, once per process."""
     from nctl.core import engine
 
-    program = engine.boundary_program
+    program = engine.ahead.boundary_program
 
     def logged(state, cfg):
         if cfg not in _seen:
@@ -64,7 +64,7 @@ def _log_engine_configurations() -> None:
             _configurations.append(hashlib.sha256(repr(cfg).encode()).hexdigest()[:12])
         return program(state, cfg)
 
-    engine.boundary_program = logged
+    engine.driver.boundary_program = logged
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -45,7 +45,7 @@ def show(label: str, *arrays) -> None:
 
 def print_decisions() -> None:
     """Have the engine's programs print their pool comparisons, winners and lane choices as they run."""
-    beats, select_winner, assign_lanes = pool.beats, pool.select_winner, engine.assign_lanes
+    beats, select_winner, assign_lanes = pool.beats, pool.select_winner, engine.posterior.assign_lanes
 
     def shown_beats(a, b, margin, tolerance):
         out = beats(a, b, margin, tolerance)
@@ -62,7 +62,7 @@ def print_decisions() -> None:
         show("lanes", sched.t, (net.logprior + net.loglik)[:, :, 0], lanes[:, 0])  # first neuron, every slot
         return lanes, since
 
-    pool.beats, pool.select_winner, engine.assign_lanes = shown_beats, shown_winner, shown_lanes
+    pool.beats, pool.select_winner, engine.step.assign_lanes = shown_beats, shown_winner, shown_lanes
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ And ``sorts``, calls of one search each: the pool boundary's searches by XLA's s
 the engine's forms (docs/algorithm.md §6.5, §6.9): a reservoir merge's ``top_k`` of 200 float64 keys
 for each of 25 neurons against ``reservoir.largest_first`` (and the plain sort of the same keys as
 int64, what it is built from); a stable argsort of 31 x 25 pool keys against ``pool.stable_order``;
-the first 32 free rows of a 79,664-row record arena by one top-k against ``boundary.first_unheld``.
+the first 32 free rows of a 79,664-row record arena by one top-k against ``records.first_unheld``.
 
     python tools/xla_call_costs.py [--calls 2000]
 """
@@ -101,7 +101,8 @@ def buffer_costs(sizes, calls: int) -> dict:
 
 
 def sort_costs(calls: int) -> dict:
-    from nctl.core import boundary, pool, reservoir
+    from nctl.core import pool, reservoir
+    from nctl.core.engine import records
 
     rng = np.random.default_rng(0)
     keys = jnp.asarray(np.log(rng.random((25, 200))) / rng.uniform(1, 5, (25, 1)))
@@ -114,7 +115,7 @@ def sort_costs(calls: int) -> dict:
         "pool_argsort": (jax.jit(lambda e: jnp.argsort(e, axis=0, stable=True)), entries),
         "pool_stable_order": (jax.jit(pool.stable_order), entries),
         "free_rows_top_k": (jax.jit(lambda h: jax.lax.top_k((~h).astype(jnp.float32), 32)[1]), held),
-        "free_rows_first_unheld": (jax.jit(lambda h: boundary.first_unheld(h, 32)), held),
+        "free_rows_first_unheld": (jax.jit(lambda h: records.first_unheld(h, 32)), held),
     }
     out = {}
     for name, (program, argument) in forms.items():

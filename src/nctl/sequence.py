@@ -125,7 +125,7 @@ class FMN:
 def _observe(state: engine.State, cfg: engine.EngineConfig):
     """The neuron's evidence after a step and its event counts (which include the step's own boundary)."""
     net = jax.tree.map(lambda a: a[0], state.nets)
-    return engine.posterior(net, state.schedule, cfg).log_evidence[0], net.events[0]
+    return engine.posterior.posterior(net, state.schedule, cfg).log_evidence[0], net.events[0]
 
 
 @dataclass(frozen=True)

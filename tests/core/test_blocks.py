@@ -8,6 +8,7 @@ import numpy as np
 
 import nctl
 from nctl.core import engine
+from nctl.core.engine import pool_update, records
 
 
 def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
@@ -24,20 +25,20 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
     chosen = new & jnp.asarray(rng.random(new.shape) < 0.7)  # a sparse mask: compaction has work to do
     assert 0 < int(jnp.sum(chosen)) < int(jnp.sum(new))
     # blocks for all the new items, filled for the chosen ones
-    net, block = jax.jit(lambda net: engine.allocate(net, 0, cfg, new, slot, local, contexts))(net)
+    net, block = jax.jit(lambda net: engine.arena.allocate(net, 0, cfg, new, slot, local, contexts))(net)
 
     def filled(round_bytes):  # each traced (and compiled whole, not op by op) with its round size
-        monkeypatch.setattr(engine, "FILL_ROUND_BYTES", round_bytes)
-        return jax.jit(lambda net: engine.fill_blocks(net, 0, cfg, slot, local, contexts, block, chosen))(net).blocks[0]
+        monkeypatch.setattr(engine.arena, "FILL_ROUND_BYTES", round_bytes)
+        return jax.jit(lambda net: engine.arena.fill_blocks(net, 0, cfg, slot, local, contexts, block, chosen))(net).blocks[0]
 
-    assert engine.fill_round(shape, W) >= chosen.size  # the default: one pass
-    one_pass = filled(engine.FILL_ROUND_BYTES)
+    assert engine.arena.fill_round(shape, W) >= chosen.size  # the default: one pass
+    one_pass = filled(engine.arena.FILL_ROUND_BYTES)
     rounds = filled(0)
-    assert engine.fill_round(shape, W) == shape.neurons < int(jnp.sum(chosen))  # several rounds
+    assert engine.arena.fill_round(shape, W) == shape.neurons < int(jnp.sum(chosen))  # several rounds
     np.testing.assert_array_equal(np.asarray(rounds), np.asarray(one_pass))
 
     members = jnp.arange(W)
-    sources = np.asarray(engine.source_weights(net, 0, cfg, slot, members, local[..., None], contexts[..., None]))
+    sources = np.asarray(engine.members.source_weights(net, 0, cfg, slot, members, local[..., None], contexts[..., None]))
     ids = np.asarray(block)[np.asarray(chosen)]
     np.testing.assert_array_equal(np.asarray(one_pass)[ids], sources[np.asarray(chosen)])
     untouched = np.setdiff1d(np.arange(shape.blocks), ids)
@@ -49,11 +50,9 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
 def test_detached_lineages_are_marked_whatever_their_count():
     """§6.5: the records of every detached member's lineage (its first ``lineage_n`` ids) are marked held,
     no other row; with no detached member, fewer than one chunk, several chunks and all members."""
-    from nctl.core import boundary
-
     rng = np.random.default_rng(5)
     members, R, rows = 75, 6, 300  # 75 members: two full chunks of 32 and a partial one
-    mark = jax.jit(boundary._mark_detached)
+    mark = jax.jit(records.mark_detached)
     for share in (0.0, 0.1, 0.6, 1.0):
         detached = rng.random(members) < share
         lineage = rng.integers(0, rows, (members, R)).astype(np.int32)
@@ -69,16 +68,14 @@ def test_detached_lineages_are_marked_whatever_their_count():
 def test_the_first_unheld_rows_are_found_in_order_whatever_their_spread():
     """§6.5: the first ``P`` rows not held, in row order, -1 past the last free one: free rows packed in
     one block, spread one per block, fewer than ``P`` in all, none, and an arena shorter than a block."""
-    from nctl.core import boundary
-
     rng = np.random.default_rng(3)
     cases = [(5000, rng.random(5000) > 0.02), (5000, rng.random(5000) > 0.0005),
-             (2 * boundary.FREE_SEARCH_BLOCK * 40, np.arange(2 * boundary.FREE_SEARCH_BLOCK * 40) % 509 != 3),
+             (2 * records.FREE_SEARCH_BLOCK * 40, np.arange(2 * records.FREE_SEARCH_BLOCK * 40) % 509 != 3),
              (1000, np.ones(1000, bool)), (100, rng.random(100) > 0.5), (1200, np.arange(1200) < 1190)]
     for rows, held in cases:
         want = np.flatnonzero(~held)[:32]
         want = np.concatenate([want, np.full(32 - len(want), -1)])
-        got = np.asarray(jax.jit(boundary.first_unheld, static_argnums=1)(jnp.asarray(held), 32))
+        got = np.asarray(jax.jit(records.first_unheld, static_argnums=1)(jnp.asarray(held), 32))
         np.testing.assert_array_equal(got, want, err_msg=f"{rows} rows, {int((~held).sum())} free")
 
 
@@ -87,8 +84,6 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     ``e`` takes ``e``'s lineage and (exact mode) its slot gets that neuron's missing blocks filled from the
     sources as they are; a member of a slot past the continuing ones, a member reading another entry and
     the other neurons keep theirs; a write no continuing member reads changes nothing."""
-    from nctl.core import boundary
-
     cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
     net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)
     rng = np.random.default_rng(1)
@@ -98,7 +93,7 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     net = net._replace(pool_rows=(pool_rows,) + net.pool_rows[1:], source=source,
                        lineage=net.lineage.at[1, 0, :5].set(jnp.arange(40, 45, dtype=jnp.int32)),
                        lineage_n=net.lineage_n.at[1, 0].set(5), lineage_seen=net.lineage_seen.at[1, 0].set(9))
-    detach = jax.jit(boundary._detach, static_argnums=(3, 4))
+    detach = jax.jit(pool_update.detach, static_argnums=(3, 4))
     writes = jnp.zeros(cfg.neurons, bool).at[0].set(True)
     out = detach(net, writes, jnp.full(cfg.neurons, 1, jnp.int32), 2, cfg)  # slots 0 and 1 continue
 
@@ -133,7 +128,7 @@ def test_bounded_lanes_rank_members_in_top_k_order_ties_to_the_lower_member():
         else:
             weights = rng.standard_normal((3, 5, members))
         expected = jax.lax.top_k(jnp.asarray(weights, jnp.float32), count)[1]
-        np.testing.assert_array_equal(np.asarray(engine.top_members(jnp.asarray(weights, jnp.float32), count)),
+        np.testing.assert_array_equal(np.asarray(engine.posterior.top_members(jnp.asarray(weights, jnp.float32), count)),
                                       np.asarray(expected))
 
 
@@ -141,4 +136,4 @@ def test_a_free_stack_counts_the_blocks_it_takes_back_in_order():
     rng = np.random.default_rng(1)
     for length in (1, 2, 5, 255, 2560):
         flags = rng.random(length) < 0.3
-        np.testing.assert_array_equal(np.asarray(engine.running_count(jnp.asarray(flags))), np.cumsum(flags))
+        np.testing.assert_array_equal(np.asarray(engine.arena.running_count(jnp.asarray(flags))), np.cumsum(flags))

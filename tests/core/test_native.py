@@ -179,7 +179,7 @@ def test_the_engine_calls_the_kernel():
     learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=3)
     learner.learn_one(np.zeros(3, np.float32), 1)
     state, cfg = learner.state_, learner.cfg_
-    step = jax.jit(lambda s, z, y: nctl.core.engine.step(s, z, y, cfg))
+    step = jax.jit(lambda s, z, y: nctl.core.engine.step.step(s, z, y, cfg))
     text = step.lower(state, jnp.zeros(3, jnp.float32), jnp.int32(1)).as_text()
     assert "nctl_train_rows" in text and "nctl_entry_predictions" not in text  # exact mode: every member has a lane
 
@@ -194,7 +194,7 @@ def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only():
     rng = np.random.default_rng(3)
     learner.learn_many(rng.normal(size=(8, 3)).astype(np.float32), rng.integers(0, 2, 8))
     state, cfg = learner.state_, learner.cfg_
-    boundary = jax.jit(lambda s: nctl.core.engine.boundary._fun(s, cfg)).trace(state)
+    boundary = jax.jit(lambda s: nctl.core.engine.compiled.pool_boundary.__wrapped__(s, cfg)).trace(state)
     cpu, gpu = boundary.lower().as_text(), boundary.lower(lowering_platforms=("cuda",)).as_text()
     assert "nctl_pool_predictions" in cpu and "nctl_largest_first" in cpu
     assert "nctl_" not in gpu
@@ -209,7 +209,7 @@ def test_every_layer_goes_through_the_kernel_where_it_is_built(monkeypatch):
 
     learner = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16)
     assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, False, False]
-    monkeypatch.setattr(nctl.core.engine.native, "enabled", lambda: False)
+    monkeypatch.setattr(nctl.core.native, "enabled", lambda: False)
     assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, True, True]
 
 
@@ -223,7 +223,7 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
     import nctl.core.engine
 
     if not lanes:
-        monkeypatch.setattr(nctl.core.engine, "LANE_PREDICTION_BYTES", 0)
+        monkeypatch.setattr(nctl.core.engine.layer, "LANE_PREDICTION_BYTES", 0)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(70, 6)).astype(np.float32)
     y = (X[:, 0] + 0.3 * rng.normal(size=70) > 0).astype(int)
@@ -238,7 +238,7 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
     np.testing.assert_array_equal(np.array(got), want)
     for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
-    predict = jax.jit(lambda state, z: nctl.core.engine.predict_row(state, z, one.cfg_))
+    predict = jax.jit(lambda state, z: nctl.core.engine.compiled.predict_row(state, z, one.cfg_))
     assert ("nctl_entry_predictions" in predict.lower(one.state_, X[0]).as_text()) == (not lanes)  # the pool entries'
 
 

@@ -134,19 +134,18 @@ def assert_same_events(got, want, when):
                          + [(case, "vectorised") for case in EVERY_FEATURE] + [(case, "per-slot") for case in EVERY_FEATURE]
                          + [(case, "chunked") for case in CHUNKED] + [(case, "free stacks") for case in FREE_STACKS])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
-    import nctl.core.boundary
-    import nctl.core.engine
+    from nctl.core.engine import config, pool_update
 
     if code_path in ("vectorised", "chunked"):  # XLA's code, as without the kernel
-        monkeypatch.setattr(nctl.core.engine, "kernel_trains", lambda rows: False)
+        monkeypatch.setattr(config, "kernel_trains", lambda rows: False)
     if code_path == "per-slot":  # as a large layer: slot by slot (the kernel where built), pool decisions
-        monkeypatch.setattr(nctl.core.engine, "VECTORISED_LAYER_BYTES", 0)  # one neuron at a time
-        monkeypatch.setattr(nctl.core.boundary, "SCORE_BYTES", 0)
+        monkeypatch.setattr(config, "VECTORISED_LAYER_BYTES", 0)  # one neuron at a time
+        monkeypatch.setattr(pool_update, "SCORE_BYTES", 0)
     if code_path == "chunked":  # every layer's live slots, 3 at a time
-        monkeypatch.setattr(nctl.core.engine, "CHUNKED_SLOT_BYTES", 0)
-        monkeypatch.setattr(nctl.core.engine, "SLOT_CHUNK", 3)
+        monkeypatch.setattr(config, "CHUNKED_SLOT_BYTES", 0)
+        monkeypatch.setattr(config, "SLOT_CHUNK", 3)
     if code_path == "free stacks":
-        monkeypatch.setattr(nctl.core.engine, "FIXED_BLOCKS_SLACK", 0.0)
+        monkeypatch.setattr(config, "FIXED_BLOCKS_SLACK", 0.0)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
     if code_path in ("vectorised", "chunked"):

@@ -2,6 +2,16 @@
 
 The engine keeps every model state as rows, one per context, and never looks inside them; a row
 model says how a row predicts ``P(x = 1)`` from the layer's input logits ``u`` and how it learns ``x``.
+Everything the engine needs from a neuron's model goes through it (the row-model protocol):
+
+* ``dtype``, ``width(fan_in)``, ``init_value(fan_in)``: a row's storage;
+* ``base_inputs(z)``, ``layer_inputs(p)``, ``record_inputs(values)``: a layer's inputs from the features,
+  from the predictions of the layer below, and from a stored record's input logits clipped (the
+  features' clip: ``feature_bound()``);
+* ``predict(rows, u)``, ``update(rows, u, q, x)``: a row's prediction and its learning step;
+* ``target(y, positive)``: what a network with positive class ``positive`` learns from the label ``y``;
+* ``likelihood(q, x)``, ``log_likelihood(q, x)`` (float64): how members are scored and mixed;
+* ``kernel``: whether the CPU kernel (``nctl.core.native``) can train rows of this kind.
 
 * ``GGMRows``: a gated geometric mixer row ``w`` [K] float32 (§1.3): ``q = clip(sigma(w . u))``,
   ``w <- clip(w - lr (q - x) u)``.
@@ -24,10 +34,27 @@ class GGMRows(NamedTuple):
     weight_init: str = "zeros"
 
     dtype = jnp.float32
+    kernel = True
 
     def width(self, fan_in: int) -> int:
         """Row length for a layer with ``fan_in`` inputs (bias included)."""
         return fan_in
+
+    def base_inputs(self, z):
+        """The first layer's input logits: the features clipped, then the bias (§1.3)."""
+        return mixing.feature_logits(z, self.prob_eps)
+
+    def layer_inputs(self, p):
+        """A layer's input logits from the layer below's predictions ``p``, then the bias."""
+        return mixing.input_logits(p, self.prob_eps)
+
+    def feature_bound(self) -> float:
+        """``logit(1 - eps)``: the features' clip, as ``base_inputs`` clips them."""
+        return mixing.logit_bound(self.prob_eps)
+
+    def record_inputs(self, values):
+        """Input logits from a record's clipped logits ``values`` [..., K - 1]: the bias appended."""
+        return jnp.concatenate([values, jnp.full(values.shape[:-1] + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
 
     def init_value(self, fan_in: int) -> float:
         """Every entry of a fresh row: 0 (predicts 1/2) or ``1/K`` (``weight_init="uniform"``)."""
@@ -47,12 +74,35 @@ class GGMRows(NamedTuple):
         step = jnp.float32(self.learning_rate) * (q - jnp.asarray(x, jnp.float32))
         return jnp.clip(rows - step[..., None] * u, -self.max_weight, self.max_weight)
 
+    def target(self, y, positive):
+        return bernoulli_target(y, positive)
+
+    def likelihood(self, q, x):
+        return bernoulli_likelihood(q, x)
+
+    def log_likelihood(self, q, x):
+        return bernoulli_log_likelihood(q, x)
+
 
 class KTRows(NamedTuple):
     dtype = jnp.float64
+    kernel = False
 
     def width(self, fan_in: int) -> int:
         return 2
+
+    def base_inputs(self, z):
+        """Counts read no inputs: one constant."""
+        return jnp.ones(1, jnp.float32)
+
+    def layer_inputs(self, p):
+        return jnp.ones(1, jnp.float32)
+
+    def feature_bound(self) -> float:
+        return float("inf")
+
+    def record_inputs(self, values):
+        return jnp.ones(values.shape[:-1] + (1,), jnp.float32)
 
     def init_value(self, fan_in: int) -> float:
         return 0.0
@@ -65,3 +115,26 @@ class KTRows(NamedTuple):
         x = jnp.asarray(x, rows.dtype)
         return rows + jnp.stack([1.0 - x, x])
 
+    def target(self, y, positive):
+        return bernoulli_target(y, positive)
+
+    def likelihood(self, q, x):
+        return bernoulli_likelihood(q, x)
+
+    def log_likelihood(self, q, x):
+        return bernoulli_log_likelihood(q, x)
+
+
+def bernoulli_target(y, positive):
+    """``x = 1`` where the label is the network's positive class: one-vs-all targets (float32)."""
+    return (y == positive).astype(jnp.float32)
+
+
+def bernoulli_likelihood(q, x):
+    """``q(x)`` in float64 of a prediction ``q`` that ``x = 1``: ``q`` or ``1 - q``."""
+    return mixing.prob(q, x)
+
+
+def bernoulli_log_likelihood(q, x):
+    """``log q(x)`` in float64."""
+    return mixing.log_prob(q, x)

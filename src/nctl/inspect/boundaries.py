@@ -37,7 +37,7 @@ def segment_posterior(state: engine.State, cfg: engine.EngineConfig):
     slots' start steps, averaged over its neurons and class networks; dead slots get 0. An observation
     for ``NCTL.learn_observed``: taken after a step is learned, before its boundary."""
     sched = state.schedule
-    mass = jax.vmap(lambda net: engine.posterior(net, sched, cfg).mass)(state.nets)  # [classes, S, N]
+    mass = jax.vmap(lambda net: engine.posterior.posterior(net, sched, cfg).mass)(state.nets)  # [classes, S, N]
     per_layer = [jnp.mean(mass[:, :, s.offset:s.offset + s.neurons], axis=(0, 2)) for s in cfg.layers]
     return sched.start, jnp.stack(per_layer)
 

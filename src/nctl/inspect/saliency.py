@@ -30,7 +30,7 @@ def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
     """Per layer: the MAP GLN layer and the birth step of each MAP member's lineage [N_i] (0: none known)."""
     net = jax.tree.map(lambda a: a[klass], state.nets)
     sched = state.schedule
-    post = engine.posterior(net, sched, cfg)
+    post = engine.posterior.posterior(net, sched, cfg)
     neurons = jnp.arange(cfg.neurons)
     slot = tree.canonical_slots(sched)[jnp.argmax(post.level, axis=0)]  # [N]
     member = jnp.argmax(post.alpha[slot, :, neurons], axis=1)  # [N]
@@ -38,7 +38,7 @@ def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         local = jnp.arange(shape.neurons)[:, None]
-        weights = engine.member_weights(net, layer, cfg, slot[cols][:, None], member[cols][:, None], local,
+        weights = engine.members.member_weights(net, layer, cfg, slot[cols][:, None], member[cols][:, None], local,
                                         jnp.arange(cfg.contexts)[None, :])  # [N_i, C, K]
         born = jnp.zeros(shape.neurons, jnp.int32)
         if k:  # a member still attached to its source entry carries that entry's lineage

@@ -1,4 +1,4 @@
-"""Pool updates at a boundary, and the record arena's garbage collection (docs/algorithm.md §4.4-§4.7, §6.3-§6.5).
+"""Pool updates at a boundary (docs/algorithm.md §4.4-§4.7, §6.3, §6.4).
 
 ``update_pool`` runs at the boundary of a step ``t = 1 (mod P)``, after the step before has been
 learned and before the closed slots are popped. Per class network and neuron it:
@@ -14,15 +14,18 @@ learned and before the closed slots are popped. Per class network and neuron it:
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from nctl.core import engine, mixing, native, pool, reservoir
-from nctl.core.engine import EngineConfig, Net, State
-from nctl.core.rows import GGMRows
+from nctl.core import mixing, native, pool, reservoir
+from nctl.core.engine.arena import allocate, fill_blocks
+from nctl.core.engine.config import EngineConfig, uses_kernel
+from nctl.core.engine.members import member_row, member_weights, source_entry
+from nctl.core.engine.ops import any_net, per_net, when
+from nctl.core.engine.records import read_entries
+from nctl.core.engine.state import Net, State, pool_roster
 
 
 class Pending(NamedTuple):
@@ -42,7 +45,7 @@ class Pending(NamedTuple):
 @jax.named_scope("pool_update")
 def update_pool(nets: Net, state: State, adv, cfg: EngineConfig) -> Net:
     positives = jnp.asarray(cfg.positives)
-    return engine.per_net(lambda net, positive: _update_net(net, positive, state, adv, cfg), nets, positives)
+    return per_net(lambda net, positive: _update_net(net, positive, state, adv, cfg), nets, positives)
 
 
 def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net:
@@ -62,9 +65,6 @@ def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net
     in_pool, pending, events = jax.lax.fori_loop(0, n_closes, close, (net.in_pool, pending, net.events))
     net = net._replace(events=events, next_order=net.next_order + X)
     return _prune_and_write(net, in_pool, pending, n_closes, now, adv.kept, cfg)
-
-
-# ----------------------------------------------------------------------------- decisions
 
 
 def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pending, events, cfg: EngineConfig):
@@ -129,20 +129,17 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
 
 
 def _input_table(state: State, net: Net, layer: int, cfg: EngineConfig):
-    """Where a GGM layer's input logits of the records lie: ``(table, offset, bound)``, the logits of record
+    """Where a layer's input logits of the records lie: ``(table, offset, bound)``, the logits of record
     ``i`` being ``clip(table[i, offset : offset + K - 1], -bound, bound)`` (its bias input is last)."""
     if layer == 0:
-        return state.records.z, 0, mixing.logit_bound(cfg.rows.prob_eps)
+        return state.records.z, 0, cfg.rows.feature_bound()
     return net.hidden, sum(cfg.layer_sizes[: layer - 1]), float("inf")
 
 
 def _record_inputs(state: State, net: Net, layer: int, cfg: EngineConfig, ids):
     """The layer's input logits [..., K] of records ``ids`` [...]."""
-    if not isinstance(cfg.rows, GGMRows):
-        return jnp.ones(ids.shape + (1,), jnp.float32)
     table, offset, bound = _input_table(state, net, layer, cfg)
-    u = jnp.clip(table[ids][..., offset: offset + cfg.layers[layer].width - 1], -bound, bound)
-    return jnp.concatenate([u, jnp.full(ids.shape + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
+    return cfg.rows.record_inputs(jnp.clip(table[ids][..., offset: offset + cfg.layers[layer].width - 1], -bound, bound))
 
 
 SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close by XLA's gathers
@@ -173,7 +170,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     shape = cfg.layers[layer]
     state, positive = close.state, close.positive
     seg_ids = jnp.maximum(close.segment, 0)
-    seg_x = (state.records.y[seg_ids] == positive).astype(jnp.float32)
+    seg_x = cfg.rows.target(state.records.y[seg_ids], positive)
     # [N_i, R]: the contexts the steps gated the segment's records with
     seg_c = net.record_contexts[seg_ids, shape.offset:shape.offset + shape.neurons].astype(jnp.int32).T
     used = close.segment_used
@@ -189,7 +186,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
     # tests it needs (§6.3).
     per_neuron = cfg.pool.reservoir_size * (k + 3) * shape.width * 4
     batch = int(max(1, min(shape.neurons, SCORE_BYTES // per_neuron)))
-    kernel = batch == 1 and engine.uses_kernel(cfg, shape)
+    kernel = batch == 1 and uses_kernel(cfg, shape)
 
     def scores(neurons, needed, ids, c, x, entries, slots, members, on, count):
         """``q(x)`` of ``neurons`` [B] on records ``ids`` ([B, R], or [R] for every neuron) at contexts ``c``
@@ -205,13 +202,13 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
 
         def gathered_member(m, u):  # [B, R]
             one = lambda n, member, c, u: cfg.rows.predict(
-                engine.member_weights(net, layer, cfg, slots[m], member, n, c), u)
+                member_weights(net, layer, cfg, slots[m], member, n, c), u)
             return jax.vmap(one, in_axes)(neurons, members[m], c, u)
 
         if not kernel:
             u = _record_inputs(state, net, layer, cfg, ids)
-            return mixing.prob(gathered_stored(net.pool_rows[layer], u), x[..., None]), \
-                lambda m: mixing.prob(gathered_member(m, u), x)
+            return cfg.rows.likelihood(gathered_stored(net.pool_rows[layer], u), x[..., None]), \
+                lambda m: cfg.rows.likelihood(gathered_member(m, u), x)
 
         # the kernel scores the pool entries and the members in one pass over the records (other
         # platforms: the rows gathered, the members one by one)
@@ -221,16 +218,16 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
             q = jax.lax.fori_loop(0, count, lambda m, q: q.at[m].set(gathered_member(m, u)), empty)
             return jnp.concatenate([gathered_stored(pool_rows, u), jnp.moveaxis(q, 0, -1)], axis=-1)
 
-        block, lane, owns = engine.member_row(net, layer, cfg, slots[:, None, None], members[..., None],
+        block, lane, owns = member_row(net, layer, cfg, slots[:, None, None], members[..., None],
                                               neurons[None, :, None], c[None])  # [M, B, R]
-        entry = engine.source_entry(net, layer, cfg, slots[:, None], members, neurons[None])  # [M, B]
+        entry = source_entry(net, layer, cfg, slots[:, None], members, neurons[None])  # [M, B]
         rows = jnp.where(owns, jnp.maximum(block, 0) * net.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
         table, offset, bound = _input_table(state, net, layer, cfg)
         scored = on & needed & (jnp.arange(slots.shape[0]) < count)[:, None]
         q = jax.lax.platform_dependent(net.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
             pool_rows, net.blocks[layer], jnp.where(needed, neurons, -1), c, entries, rows, scored, table, ids, offset,
             bound, mixing.BIAS_LOGIT, cfg.rows.init_value(shape.fan_in), cfg.rows.prob_eps), default=gathered)
-        q = mixing.prob(q, x[..., None])
+        q = cfg.rows.likelihood(q, x[..., None])
         J = entries.shape[-1]
         return q[..., :J], lambda m: jax.lax.dynamic_index_in_dim(q, J + m, axis=-1, keepdims=False)
 
@@ -238,7 +235,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         """The winner beats its parent, both frozen, on the parent's lineage (§4.5 step 2)."""
         cols = shape.offset + neurons
         ids = jnp.maximum(close.carried[cols], 0)  # [B, R]
-        x = (state.records.y[ids] == positive).astype(jnp.float32)
+        x = cfg.rows.target(state.records.y[ids], positive)
         c = net.record_contexts[ids, cols[:, None]].astype(jnp.int32)
         parent = jnp.maximum(close.parent[cols], 0)[:, None]
         stored, member = scores(neurons, needed, ids, c, x, parent, close.slot[None], close.winner[cols][None],
@@ -277,7 +274,7 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         neuron of some class network needs it."""
         if batch > 1:
             return needed & test(neurons, needed)
-        return needed & engine.when(engine.any_net(jnp.any(needed)), lambda _: test(neurons, needed),
+        return needed & when(any_net(jnp.any(needed)), lambda _: test(neurons, needed),
                                     jnp.zeros_like(needed))
 
     def decide(neurons):
@@ -291,9 +288,6 @@ def _layer_actions(net: Net, layer: int, cfg: EngineConfig, close: _Close):
         return decide(jnp.arange(shape.neurons))
     return jax.lax.map(lambda n: decide(n[None])[0], jnp.arange(shape.neurons),
                        batch_size=batch if batch > 1 else None)
-
-
-# ----------------------------------------------------------------------------- pruning and writing
 
 
 def _prune_and_write(net: Net, in_pool, pending: Pending, n_closes, now, kept, cfg: EngineConfig) -> Net:
@@ -310,33 +304,24 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, n_closes, now, kept, c
     # targets: out of the pool, not read by a state being written; entries no live slot reads first
     read = writes & (pending.source >= 0)  # a winner's untrained rows are read from its source cell
     read_by_write = jnp.zeros((E, N), bool).at[jnp.where(read, pending.source, E), neurons].set(True, mode="drop")
-    pinned = _pinned(net, kept, cfg)
+    pinned = read_entries(net, kept, cfg)
     usable = ~in_pool & ~read_by_write
     rank = pool.stable_order(jnp.where(usable, pinned.astype(jnp.int32), 2) * E + jnp.arange(E, dtype=jnp.int32)[:, None])
     nth = jnp.cumsum(writes, axis=0) - 1  # [X, N]
     target = jnp.take_along_axis(rank, jnp.maximum(nth, 0), axis=0)  # [X, N]
 
     def write(q, net):
-        return engine.when(engine.any_net(jnp.any(writes[q])), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
+        return when(any_net(jnp.any(writes[q])), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
                            net)
 
     net = net._replace(in_pool=in_pool)
     net = jax.lax.fori_loop(0, n_closes, write, net)  # the states of this boundary's closes
-    return net._replace(roster=engine._roster(net.in_pool, net.order, k))
-
-
-def _pinned(net: Net, kept, cfg: EngineConfig):
-    """[E, N]: entries that an attached member of a continuing slot still reads."""
-    E, N = cfg.entries, cfg.neurons
-    continuing = (jnp.arange(cfg.slots) < kept)[:, None, None]
-    reads = continuing & (net.source >= 0) & ~net.detached  # [S, k, N]
-    neurons = jnp.broadcast_to(jnp.arange(N), reads.shape)
-    return jnp.zeros((E, N), bool).at[jnp.where(reads, net.source, E), neurons].set(True, mode="drop")
+    return net._replace(roster=pool_roster(net.in_pool, net.order, k))
 
 
 def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: EngineConfig) -> Net:
     """Store pending state ``q`` in entry ``target`` [N] of the neurons in ``writes`` [N]."""
-    net = _detach(net, writes, target, kept, cfg)
+    net = detach(net, writes, target, kept, cfg)
     neurons = jnp.arange(cfg.neurons)
     slot, winner = pending.slot[q], pending.winner[q]
     E, C = cfg.entries, cfg.contexts
@@ -344,7 +329,7 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         local = jnp.arange(shape.neurons)
-        values = engine.member_weights(net, layer, cfg, slot, winner[cols][:, None], local[:, None],
+        values = member_weights(net, layer, cfg, slot, winner[cols][:, None], local[:, None],
                                        jnp.arange(C)[None, :])  # [N_i, C, w]
         # one update per neuron, its C rows at once: where a scatter becomes a loop (XLA:CPU's older
         # emitters, the boundary's), a loop over N_i neurons rather than N_i C rows
@@ -364,7 +349,7 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     )
 
 
-def _detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
+def detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
     """Before entry ``target`` [N] is overwritten: continuing slots whose members still read it keep its
     lineage (copied into the slot) and, in exact mode, get every remaining block of those neurons
     created and filled from the current sources (§6.4)."""
@@ -372,11 +357,11 @@ def _detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
     hit = continuing & writes & (net.source == target) & ~net.detached  # [S, k, N]
     # a write usually finds an entry no continuing slot reads (about two in three on Elec2): then no
     # slot's lineages are rewritten
-    return engine.when(engine.any_net(jnp.any(hit)), lambda net: _detach_hit(net, hit, target, kept, cfg), net)
+    return when(any_net(jnp.any(hit)), lambda net: _detach_hit(net, hit, target, kept, cfg), net)
 
 
 def _detach_hit(net: Net, hit, target, kept, cfg: EngineConfig) -> Net:
-    """``_detach`` of the members ``hit`` [S, k, N]."""
+    """``detach`` of the members ``hit`` [S, k, N]."""
     N = cfg.neurons
     entry = jnp.maximum(target, 0)
     neurons = jnp.arange(N)
@@ -391,8 +376,8 @@ def _detach_hit(net: Net, hit, target, kept, cfg: EngineConfig) -> Net:
     if cfg.pool.bounded:
         return net
     affected = jnp.any(hit, axis=1)  # [S, N]: (slot, neuron) pairs to materialise
-    return jax.lax.fori_loop(0, kept, lambda p, net: engine.when(
-        engine.any_net(jnp.any(affected[p])), lambda net: _materialise(net, p, affected[p], cfg), net), net)
+    return jax.lax.fori_loop(0, kept, lambda p, net: when(
+        any_net(jnp.any(affected[p])), lambda net: _materialise(net, p, affected[p], cfg), net), net)
 
 
 def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig) -> Net:
@@ -403,91 +388,6 @@ def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig) -> Net:
         contexts = jnp.arange(cfg.contexts)[None, :]
         need = neurons_hit[shape.offset:shape.offset + shape.neurons][:, None] & (
             net.block_of[slot, shape.offset + local, contexts] < 0)  # [N_i, C]
-        net, block = engine.allocate(net, layer, cfg, need, slot, local, contexts)
-        net = engine.fill_blocks(net, layer, cfg, slot, local, contexts, block, need)
+        net, block = allocate(net, layer, cfg, need, slot, local, contexts)
+        net = fill_blocks(net, layer, cfg, slot, local, contexts, block, need)
     return net
-
-
-# ----------------------------------------------------------------------------- records
-
-
-LINEAGE_CHUNK = 32  # detached members whose lineages are marked at once
-
-
-def _mark_detached(held, detached, lineage, lineage_n):
-    """``held`` [rows] with the lineage records of the detached members marked: ``detached`` [m],
-    ``lineage`` [m, R], ``lineage_n`` [m]. The detached members are listed first and marked
-    ``LINEAGE_CHUNK`` at a time (a scatter costs per index, and few of a slot's members are detached)."""
-    m, R = lineage.shape
-    if m == 0:  # a pool of size 0 has no members
-        return held
-    padded = -(-m // LINEAGE_CHUNK) * LINEAGE_CHUNK  # every chunk a whole slice of the list
-    (listed,) = jnp.nonzero(detached, size=padded, fill_value=0)
-    count = jnp.sum(detached, dtype=jnp.int32)
-
-    def chunk(i, held):
-        at = i * LINEAGE_CHUNK + jnp.arange(LINEAGE_CHUNK)
-        members = jax.lax.dynamic_slice(listed, (i * LINEAGE_CHUNK,), (LINEAGE_CHUNK,))
-        marked = (at < count)[:, None] & (jnp.arange(R) < lineage_n[members][:, None])
-        return held.at[jnp.where(marked, lineage[members], held.shape[0])].set(True, mode="drop")
-
-    return jax.lax.fori_loop(0, -(-count // LINEAGE_CHUNK), chunk, held)
-
-
-@jax.named_scope("reserve_records")
-def reserve_records(state: State, cfg: EngineConfig):
-    """Reserve the record rows of the next ``P`` steps: rows no reservoir holds (mark and sweep, §6.5).
-    Returns the state and the count of rows no reservoir holds (how close the arena is to full)."""
-    held = held_records(state, cfg)
-    free = first_unheld(held, cfg.chunk)
-    state = state._replace(records=state.records._replace(free=free, ok=jnp.all(free >= 0)))
-    return state, jnp.sum(~held, dtype=jnp.int32)
-
-
-@partial(jax.jit, static_argnums=1)
-def unheld_records(state: State, cfg: EngineConfig):
-    """The count of record rows no reservoir holds now."""
-    return jnp.sum(~held_records(state, cfg), dtype=jnp.int32)
-
-
-def held_records(state: State, cfg: EngineConfig):
-    """[A_r] bool: the record rows that a live slot's segment reservoir, a pool entry's lineage (in the pool,
-    or read by a live slot) or a detached member's lineage holds (the mark of §6.5)."""
-    records, sched = state.records, state.schedule
-    rows, R = cfg.record_rows, cfg.pool.reservoir_size
-    live = jnp.arange(cfg.slots) < sched.size
-    used = live[:, None] & (jnp.arange(R) < records.segment_n[:, None])
-    held = jnp.zeros(rows, bool).at[jnp.where(used, records.segment, rows)].set(True, mode="drop")
-
-    def net_held(net: Net):
-        reads = _pinned(net, sched.size, cfg)
-        keep = net.in_pool | reads
-        used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
-        held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
-        def copied_lineages(held):  # slot by slot, the live slots only, and their detached members only
-            def one_slot(p, held):
-                return _mark_detached(held, net.detached[p].reshape(-1), net.slot_lineage[p].reshape(-1, R),
-                                      net.slot_lineage_n[p].reshape(-1))
-
-            return jax.lax.fori_loop(0, sched.size, one_slot, held)
-
-        return engine.when(engine.any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
-
-    return held | jnp.any(engine.per_net(net_held, state.nets), axis=0)
-
-
-FREE_SEARCH_BLOCK = 256  # rows per block of the search for free record rows
-
-
-def first_unheld(held, count: int):
-    """The first ``count`` rows not ``held`` [rows], in order, -1 past the last. Top-k picks them (its
-    ties go to the lower index; XLA:CPU computes it in one pass where ``nonzero`` takes a prefix sum over
-    the arena in several) in two rounds: the first ``count`` blocks of ``FREE_SEARCH_BLOCK`` rows that
-    hold a free row, then the first ``count`` free rows among theirs, so that no top-k spans the arena
-    (§6.5)."""
-    size = FREE_SEARCH_BLOCK
-    blocks = -(-held.shape[0] // size)
-    free = jnp.pad(~held, (0, blocks * size - held.shape[0])).reshape(blocks, size)  # padding: not free
-    _, chosen = jax.lax.top_k(jnp.any(free, axis=1).astype(jnp.float32), min(count, blocks))
-    found, at = jax.lax.top_k(free[chosen].reshape(-1).astype(jnp.float32), count)
-    return jnp.where(found > 0, chosen[at // size] * size + at % size, -1).astype(jnp.int32)

@@ -1,0 +1,162 @@
+"""One layer of a step: every member's prediction and, when learning, every trained row updated
+(docs/algorithm.md §1.3, §6.2, §6.11).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from nctl.core import native, tree
+from nctl.core.engine.arena import allocate
+from nctl.core.engine.config import EngineConfig, LANE_PREDICTION_BYTES, slot_rows_bytes, uses_kernel
+from nctl.core.engine.members import source_entry, source_weights
+from nctl.core.engine.ops import put, unique_or_drop
+from nctl.core.engine.state import Net
+
+
+def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
+    """``cfg.rows.predict(rows, u)`` (``u`` one [K] or one per row); where ``kernel``, with the CPU
+    kernel's dot product, so that every prediction of a state in a layer that uses it rounds alike (§6.11)."""
+    if not kernel:
+        return cfg.rows.predict(rows, u)
+    return jax.lax.platform_dependent(rows, cpu=lambda r: native.row_predictions(r, u, cfg.rows.prob_eps),
+                                      default=lambda r: cfg.rows.predict(r, u))
+
+
+@jax.named_scope("layer_pass")
+def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
+    """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
+    learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q)."""
+    shape = cfg.layers[layer]
+    W, S = cfg.pool.lanes, cfg.slots
+    neurons = jnp.arange(shape.neurons)
+    positions = jnp.arange(S)[:, None]
+    live = jnp.arange(S) < sched.size
+    block = net.block_of[positions, shape.offset + neurons, contexts]  # [S, N_i]
+    if cfg.pool.bounded:
+        member = net.lanes[:, shape.offset + neurons]  # [S, N_i, W]
+        stamp = net.stamps[layer][jnp.maximum(block, 0)]
+        current = (block >= 0)[..., None] & (member >= 0) & (stamp >= net.lane_since[:, shape.offset + neurons])
+    else:
+        member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
+        current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
+
+    stale = live[:, None, None] & (member >= 0) & ~current  # lanes new to their block: trained from their sources
+    if learn:
+        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
+
+    blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
+    read = jnp.where(live[:, None], block, 0)
+    write = unique_or_drop(block, live[:, None], shape.blocks)
+    # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
+    # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
+    whole = not cfg.pool.bounded and (learn or shape.vectorised or
+                                      cfg.slots * slot_rows_bytes(shape.neurons, W, shape.width) <= LANE_PREDICTION_BYTES)
+    from_sources = learn or whole  # lanes new to their block read their source rows (else their blocks only)
+
+    @jax.named_scope("train_rows")
+    def train(blocks, slot, lane_member, index, write_index, stale):
+        rows = blocks[index]
+        if from_sources:
+            sources = source_weights(net, layer, cfg, slot, lane_member, neurons[:, None], contexts[:, None])
+            rows = jnp.where(stale[..., None], sources, rows)
+        q = cfg.rows.predict(rows, u)
+        if not learn:
+            return blocks, q
+        new = cfg.rows.update(rows, u, q, x)
+        return blocks.at[write_index].set(new, mode="drop", unique_indices=True), q
+
+    def train_slots(blocks, chunk: int):
+        """``train`` for the live slots, ``chunk`` slots at a time (the slot axis padded to a multiple of
+        ``chunk`` with slots that are not live); slots past the live ones' last chunk predict 1/2."""
+        rounds = -(-S // chunk)
+        extra = rounds * chunk - S
+        pad = lambda a, fill: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1), constant_values=fill)
+        padded_write = unique_or_drop(pad(block, -1), pad(live, False)[:, None], shape.blocks) if extra else write
+        items = (pad(member, 0), pad(read, 0), padded_write, pad(stale, False))
+
+        def body(r, carry):
+            at = r * chunk
+            taken = [jax.lax.dynamic_slice_in_dim(a, at, chunk) for a in items]
+            blocks, q = train(carry[0], (at + jnp.arange(chunk))[:, None, None], *taken)
+            return blocks, jax.lax.dynamic_update_slice_in_dim(carry[1], q, at, 0)
+
+        q = jnp.full((rounds * chunk, shape.neurons, W), 0.5, cfg.rows.dtype)
+        blocks, q = jax.lax.fori_loop(0, (sched.size + chunk - 1) // chunk, body, (blocks, q))
+        return blocks, q[:S]
+
+    @jax.named_scope("train_rows")
+    def train_native(blocks):
+        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); lanes new to their
+        block read their sources where ``train``'s do (``from_sources``)."""
+        entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
+        new_lanes = stale if from_sources else jnp.zeros_like(stale)
+        return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
+                               sched.size, cfg.rows, learn=learn)
+
+    all_slots = lambda blocks: train(blocks, positions[..., None], member, read, write, stale)
+    if shape.vectorised and shape.slot_chunk < S:
+        # on a CPU the live slots only, chunk by chunk; elsewhere every slot at once (a loop's every round
+        # waits for the device there)
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
+    elif shape.vectorised:
+        blocks, q = all_slots(blocks)
+    elif uses_kernel(cfg, shape):
+        blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
+    else:
+        blocks, q = train_slots(blocks, 1)
+    net = net._replace(blocks=put(net.blocks, layer, blocks))
+    if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
+        filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
+        stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
+        net = net._replace(stamps=put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
+    if whole:
+        return net, jnp.moveaxis(q, 2, 1)
+
+    return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
+
+
+def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
+    """``q`` [N_i, E] of every pool entry (``pool_rows`` [N_i, C, E, width]) of each neuron at its context;
+    where ``kernel``, by the CPU kernel, which reads the entries where they are stored (§6.11)."""
+    def gathered(pool_rows):
+        neurons, contexts_each, entries, width = pool_rows.shape
+        rows = pool_rows.reshape(neurons * contexts_each, -1)[jnp.arange(neurons) * contexts_each + contexts]
+        return cfg.rows.predict(rows.reshape(neurons, entries, width), u)
+
+    if not kernel:
+        return gathered(pool_rows)
+    return jax.lax.platform_dependent(
+        pool_rows, cpu=lambda rows: native.entry_predictions(rows, contexts, u, cfg.rows.prob_eps), default=gathered)
+
+
+@jax.named_scope("source_predictions")
+def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
+    """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i]: members without a
+    lane, and (when predicting) lanes not trained in their slot's block yet, predict with their source
+    row; each pool entry is predicted once per step. Bounded mode, and large layers' frozen predictions
+    (§6.2, §6.6)."""
+    shape = cfg.layers[layer]
+    k, S = cfg.pool.capacity, cfg.slots
+    neurons = jnp.arange(shape.neurons)
+    positions = jnp.arange(S)[:, None]
+    kernel = uses_kernel(cfg, shape)
+    q_entries = entry_predictions(cfg, net.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
+    q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
+    source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
+    stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
+    frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]
+    if not learn:  # lanes not trained in this slot's block yet read their sources
+        current = current & live[:, None, None]
+        q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
+    # each lane's prediction to its member (a node's lanes hold distinct members), by one flat index: a
+    # lane without a member is dropped past the array's end, where an index past the member axis alone
+    # would be wrapped into the next slot's first member by XLA:GPU's deterministic scatter (§6.9)
+    M = k + 1
+    flat = (positions[..., None] * shape.neurons + neurons[None, :, None]) * M + member  # [S, N_i, W]
+    index = unique_or_drop(flat, member >= 0, S * shape.neurons * M)
+    q_members = frozen.reshape(-1).at[index.reshape(-1)].set(q.reshape(-1), mode="drop", unique_indices=True)
+    return jnp.moveaxis(q_members.reshape(frozen.shape), 2, 1)
