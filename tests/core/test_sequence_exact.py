@@ -220,14 +220,13 @@ def test_a_record_arena_doubled_mid_stream_changes_nothing(monkeypatch):
     fmn = FMN(pool_size=3, min_segment=2, reservoir_size=8, eviction="spacing")
     bits = random_recurring_bits(np.random.default_rng(9), 400)
     roomy = fmn.config(len(bits))
-    small = engine.configure(0, (1,), 0, KTRows(), roomy.pool, roomy.prior, 2, roomy.max_depth, record_rows=96)
+    small = engine.configure(0, (1,), 0, KTRows(), roomy.pool, roomy.prior, 2, roomy.max_depth, record_rows=48)
     runs = []
     for cfg in (roomy, small):
         state = engine.init(cfg, jax.random.PRNGKey(0), 0)
         state, final, probs, _ = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits)
         runs.append((probs, np.asarray(state.nets.roster), final.record_rows))
-    # it grew, once (each size is an engine of its own to compile), and stayed below the roomy arena
-    assert runs[1][2] > 96 and runs[1][2] < roomy.record_rows
+    assert runs[1][2] > 48 and runs[1][2] < roomy.record_rows  # it grew, from less than the roomy arena
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
