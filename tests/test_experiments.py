@@ -95,8 +95,9 @@ def test_cli_list_run_report(tmp_path, capsys):
     listed = capsys.readouterr().out
     assert all(name in listed for name in configs.EXPERIMENTS)
     out = tmp_path / "results"
+    small = [arg for key, value in SMALL_NETWORK.items() for arg in ("--set", f"{key}={value}")]
     code = cli.main(["run", "demo", "--quiet", "--out", str(out), "--set", "stream_args.n_segments=4",
-                     "--set", "stream_args.segment_length=60"])
+                     "--set", "stream_args.segment_length=60", *small])
     assert code == 0
     printed = capsys.readouterr().out
     assert "| demo | NCTL |" in printed and "| demo | GLN |" in printed
@@ -190,8 +191,9 @@ def test_results_files_store_floats_to_seven_significant_digits_and_undefined_nu
 
 
 def test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_result(tmp_path, monkeypatch):
-    exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl", "gln"]', "max_test": "40",
-                                       "stream_args.n_segments": "3", "stream_args.segment_length": "60"})
+    exp = configs.get("demo").replace({**SMALL_NETWORK, "kind": "task-matrix", "learners": '["nctl", "gln"]',
+                                       "max_test": "40", "stream_args.n_segments": "3",
+                                       "stream_args.segment_length": "60"})
     plain = run(exp, [0], tmp_path / "plain", progress=False)["seeds"][0]
 
     save, load, saved, resumed_at = FileCheckpoint.save, FileCheckpoint.load, [], []
@@ -248,9 +250,11 @@ def test_progress_shows_a_step_bar_per_learner_of_a_task_matrix_seed(tmp_path, c
 
 
 def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training(tmp_path, monkeypatch):
-    # 240 steps (depth 8), as in test_cli_list_run_report: the learner that one compiles serves both
-    exp = configs.get("demo").replace({"kind": "task-matrix", "learners": '["nctl"]', "max_test": "20",
-                                       "stream_args.n_segments": "3", "stream_args.segment_length": "80"})
+    # 240 steps (depth 8) of SMALL_NETWORK, as in test_cli_list_run_report and (180 steps)
+    # test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_result: one learner to compile
+    exp = configs.get("demo").replace({**SMALL_NETWORK, "kind": "task-matrix", "learners": '["nctl"]',
+                                       "max_test": "20", "stream_args.n_segments": "3",
+                                       "stream_args.segment_length": "80"})
     state = nctl.NCTL(**exp.network, **exp.nctl, depth=8, n_classes=2).state_bytes(10)
     assert state > 0
     monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
