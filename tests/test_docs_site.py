@@ -2,6 +2,7 @@
 every link and API object resolves, and docstring examples are rendered as code."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,9 @@ def test_site_builds_strictly(tmp_path):
     assert 'id="nctl.sklearn.NCTLClassifier.partial_fit"' in sklearn_page
     assert '<span class="gp">&gt;&gt;&gt; </span>' in sklearn_page and "<blockquote>" not in sklearn_page
     assert (site / "figures" / "boundaries.png").exists()
+    for page in ("api-river", "api-sklearn"):  # the adapters' signatures show the values of their defaults
+        text = re.sub(r"<[^>]+>", "", (site / page / "index.html").read_text())
+        assert "layer_sizes: tuple = (16, 8, 1)" in text and "TABULAR[" not in text
+    for page in site.glob("api-*/index.html"):  # mkdocs leaves the anchors of links in docstrings unchecked
+        for target, anchor in re.findall(r'href="\.\./([\w-]+)/#([^"]+)"', page.read_text()):
+            assert f'id="{anchor}"' in (site / target / "index.html").read_text(), (page.parent.name, target, anchor)

@@ -1,7 +1,8 @@
 """nctl: Neural Combinatorial Transfer Learning for online continual learning.
 
 Importing nctl turns on JAX's 64-bit mode: the log-domain accumulators of PTW and FMN are kept in
-float64 (docs/algorithm.md §6); every learner keeps its weights in float32 explicitly.
+float64 ([algorithm §6](algorithm.md#6-the-engine-how-the-computation-is-laid-out)); every learner keeps
+its weights in float32 explicitly.
 """
 
 import jax

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from river import base
 
-from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
+from nctl.learners import GLN, NCTL
 
 BINARY_LABELS = (False, True)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the learners keep features in float32
@@ -115,10 +115,10 @@ class _Classifier(base.Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a river classifier; the parameters are the learner's, and so are the
-    defaults but five: ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``,
-    ``pool_size=7``, ``min_segment=64`` (``nctl.learners.TABULAR``, chosen on six tabular streams against
-    river's learners: docs/guide-river.md, "Defaults"). ``nctl.NCTL``'s own defaults are the paper's Split
-    MNIST network.
+    defaults but five: ``learning_rate``, ``layer_sizes``, ``context_bits``, ``pool_size`` and
+    ``min_segment`` are ``nctl.NCTL.tabular()``'s (``nctl.learners.TABULAR``, chosen on six tabular streams
+    against river's learners: [the river guide, "Defaults"](guide-river.md#defaults)). ``nctl.NCTL``'s own
+    defaults are the paper's Split MNIST network.
 
     With ``depth=None`` the tree grows with the stream, so the stream may have any length; for a stream
     of known length ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start.
@@ -131,26 +131,28 @@ class NCTLClassifier(_Classifier):
 
     _learner_class = NCTL
 
+    # the defaults are written out for the API reference to show; tests/test_river.py checks them against
+    # NCTL.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = TABULAR["layer_sizes"],
-        context_bits: int = TABULAR["context_bits"],
-        learning_rate: float = TABULAR["learning_rate"],
-        pool_size: int = TABULAR["pool_size"],
-        depth: int | None = NCTL.depth,
-        min_segment: int = TABULAR["min_segment"],
-        reservoir_size: int = NCTL.reservoir_size,
-        refine_threshold: float = NCTL.refine_threshold,
-        skip_threshold: float = NCTL.skip_threshold,
-        joint_evidence: bool = NCTL.joint_evidence,
-        eviction: str = NCTL.eviction,
-        trained_members: int | None = NCTL.trained_members,
-        split_prob: float | tuple = NCTL.split_prob,
-        n_classes: int = NCTL.n_classes,
-        weight_init: str = NCTL.weight_init,
-        prob_eps: float = NCTL.prob_eps,
-        max_weight: float = NCTL.max_weight,
-        seed: int = NCTL.seed,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 2,
+        learning_rate: float = 0.1,
+        pool_size: int = 7,
+        depth: int | None = None,
+        min_segment: int = 64,
+        reservoir_size: int = 100,
+        refine_threshold: float = 0.0,
+        skip_threshold: float = 0.0,
+        joint_evidence: bool = False,
+        eviction: str = "fifo",
+        trained_members: int | None = None,
+        split_prob: float | tuple = 0.5,
+        n_classes: int = 2,
+        weight_init: str = "zeros",
+        prob_eps: float = 0.01,
+        max_weight: float = 200.0,
+        seed: int = 0,
     ):
         self.layer_sizes = layer_sizes
         self.context_bits = context_bits
@@ -175,8 +177,8 @@ class NCTLClassifier(_Classifier):
 
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a river classifier; the parameters and defaults are
-    the learner's but ``learning_rate=0.1`` (``nctl.learners.GLN_TABULAR``; docs/guide-river.md,
-    "Defaults").
+    the learner's but ``learning_rate=0.1`` (``nctl.GLN.tabular()``, ``nctl.learners.GLN_TABULAR``;
+    [the river guide, "Defaults"](guide-river.md#defaults)).
 
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from nctl.river import GLNClassifier
@@ -186,16 +188,18 @@ class GLNClassifier(_Classifier):
 
     _learner_class = GLN
 
+    # the defaults are written out for the API reference to show; tests/test_river.py checks them against
+    # GLN.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = GLN.layer_sizes,
-        context_bits: int = GLN.context_bits,
-        learning_rate: float = GLN_TABULAR["learning_rate"],
-        n_classes: int = GLN.n_classes,
-        weight_init: str = GLN.weight_init,
-        prob_eps: float = GLN.prob_eps,
-        max_weight: float = GLN.max_weight,
-        seed: int = GLN.seed,
+        layer_sizes: tuple = (50, 25, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.1,
+        n_classes: int = 2,
+        weight_init: str = "zeros",
+        prob_eps: float = 0.01,
+        max_weight: float = 200.0,
+        seed: int = 0,
     ):
         self.layer_sizes = layer_sizes
         self.context_bits = context_bits

@@ -1,7 +1,8 @@
 """Binary sequence predictors: KT, PTW and FMN over Krichevsky-Trofimov counts.
 
 Prediction (and, through arithmetic coding, compression) of piecewise-stationary binary sources whose
-segments may recur (docs/algorithm.md §3, §4). PTW and FMN run on the same engine as ``nctl.NCTL``
+segments may recur ([algorithm §3](algorithm.md#3-partition-tree-weighting),
+[§4](algorithm.md#4-the-forget-me-not-process)). PTW and FMN run on the same engine as ``nctl.NCTL``
 (``nctl.core.engine``), with KT counts as the row model: one layer of one neuron with one context.
 Each predictor is a value object; ``log_probs(bits)`` runs a fresh predictor over the bits and returns
 ``log P(x_{1:t}) = sum_{s<=t} log P(x_s | x_<s)`` for every prefix ``t`` in float64: the code length of
@@ -80,9 +81,9 @@ MIN_MAX_DEPTH = 12  # strings of up to 2^12 - 1 bits share one engine, compiled 
 
 @dataclass(frozen=True)
 class FMN:
-    """The Forget-Me-Not process over KT counts (docs/algorithm.md §4): PTW whose segments mix a pool
-    of remembered states with a fresh estimator. ``initial_pool`` pre-fills the pool with ``(n_0, n_1)``
-    counts; ``depth=None`` grows the tree with the string."""
+    """The Forget-Me-Not process over KT counts ([algorithm §4](algorithm.md#4-the-forget-me-not-process)):
+    PTW whose segments mix a pool of remembered states with a fresh estimator. ``initial_pool`` pre-fills
+    the pool with ``(n_0, n_1)`` counts; ``depth=None`` grows the tree with the string."""
 
     depth: int | None = None
     pool_size: int = 15
@@ -131,7 +132,7 @@ def _observe(state: engine.State, cfg: engine.EngineConfig):
 @dataclass(frozen=True)
 class PTW:
     """Partition Tree Weighting of depth ``depth`` (None: start at 0 and grow with the string) over KT:
-    FMN without a pool (docs/algorithm.md §4.9)."""
+    FMN without a pool ([algorithm §4.9](algorithm.md#49-pool-size-zero-and-fixed-pools))."""
 
     depth: int | None = None
     split_prob: float = 0.5

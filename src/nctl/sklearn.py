@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
+from nctl.learners import GLN, NCTL
 
 FEATURE_DTYPES = (np.float32, np.float64)  # other numeric inputs become float32, the learners' dtype
 
@@ -114,7 +114,8 @@ class _Classifier(ClassifierMixin, BaseEstimator):
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a scikit-learn classifier; the parameters and their
     defaults are the learner's, except ``n_classes``, which comes from the labels, and
-    ``learning_rate=0.1`` (``nctl.learners.GLN_TABULAR``; docs/guide-river.md, "Defaults").
+    ``learning_rate=0.1`` (``nctl.GLN.tabular()``, ``nctl.learners.GLN_TABULAR``; [the river guide,
+    "Defaults"](guide-river.md#defaults)).
 
     ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
     learns:
@@ -133,15 +134,17 @@ class GLNClassifier(_Classifier):
 
     _learner_class = GLN
 
+    # the defaults are written out for the API reference to show; tests/test_sklearn.py checks them against
+    # GLN.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = GLN.layer_sizes,
-        context_bits: int = GLN.context_bits,
-        learning_rate: float = GLN_TABULAR["learning_rate"],
-        weight_init: str = GLN.weight_init,
-        prob_eps: float = GLN.prob_eps,
-        max_weight: float = GLN.max_weight,
-        seed: int = GLN.seed,
+        layer_sizes: tuple = (50, 25, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.1,
+        weight_init: str = "zeros",
+        prob_eps: float = 0.01,
+        max_weight: float = 200.0,
+        seed: int = 0,
     ):
         self.layer_sizes = layer_sizes
         self.context_bits = context_bits
@@ -154,9 +157,9 @@ class GLNClassifier(_Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
-    learner's, except ``n_classes``, which comes from the labels, and the tabular defaults
-    ``learning_rate=0.1``, ``layer_sizes=(16, 8, 1)``, ``context_bits=2``, ``pool_size=7``,
-    ``min_segment=64`` (``nctl.learners.TABULAR``; docs/guide-river.md, "Defaults").
+    learner's, except ``n_classes``, which comes from the labels, and the tabular defaults of
+    ``learning_rate``, ``layer_sizes``, ``context_bits``, ``pool_size`` and ``min_segment``
+    (``nctl.NCTL.tabular()``, ``nctl.learners.TABULAR``; [the river guide, "Defaults"](guide-river.md#defaults)).
 
     It is used like ``GLNClassifier``; each new number of features or classes compiles the network
     again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
@@ -172,25 +175,27 @@ class NCTLClassifier(_Classifier):
 
     _learner_class = NCTL
 
+    # the defaults are written out for the API reference to show; tests/test_sklearn.py checks them against
+    # NCTL.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = TABULAR["layer_sizes"],
-        context_bits: int = TABULAR["context_bits"],
-        learning_rate: float = TABULAR["learning_rate"],
-        pool_size: int = TABULAR["pool_size"],
-        depth: int | None = NCTL.depth,
-        min_segment: int = TABULAR["min_segment"],
-        reservoir_size: int = NCTL.reservoir_size,
-        refine_threshold: float = NCTL.refine_threshold,
-        skip_threshold: float = NCTL.skip_threshold,
-        joint_evidence: bool = NCTL.joint_evidence,
-        eviction: str = NCTL.eviction,
-        trained_members: int | None = NCTL.trained_members,
-        split_prob: float | tuple = NCTL.split_prob,
-        weight_init: str = NCTL.weight_init,
-        prob_eps: float = NCTL.prob_eps,
-        max_weight: float = NCTL.max_weight,
-        seed: int = NCTL.seed,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 2,
+        learning_rate: float = 0.1,
+        pool_size: int = 7,
+        depth: int | None = None,
+        min_segment: int = 64,
+        reservoir_size: int = 100,
+        refine_threshold: float = 0.0,
+        skip_threshold: float = 0.0,
+        joint_evidence: bool = False,
+        eviction: str = "fifo",
+        trained_members: int | None = None,
+        split_prob: float | tuple = 0.5,
+        weight_init: str = "zeros",
+        prob_eps: float = 0.01,
+        max_weight: float = 200.0,
+        seed: int = 0,
     ):
         self.layer_sizes = layer_sizes
         self.context_bits = context_bits

@@ -1,7 +1,8 @@
 """Task boundaries as NCTL sees them: a layer's posterior over the start of its current segment.
 
-After learning step ``t`` a neuron's PTW level posterior ``pi_j`` (docs/algorithm.md §3.3) is the
-probability that step ``t`` lies in the tree node of level ``j``. Levels that share a slot share a
+After learning step ``t`` a neuron's PTW level posterior ``pi_j``
+([algorithm §3.3](algorithm.md#33-level-posterior-and-prediction)) is the probability that step ``t`` lies
+in the tree node of level ``j``. Levels that share a slot share a
 start step, so ``mass_s = sum_{j: canon(j) = s} pi_j`` is the posterior that the segment holding ``t``
 began at ``start_s``; a layer's posterior is the mean over its neurons (and over the class networks
 of a one-vs-all learner). From it:
@@ -53,7 +54,8 @@ def trace(learner, X, y):
 def next_segment_posterior(learner, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(start [s], mass [s])``: the posterior over the first step (1-based) of the segment that will hold
     the next step, one entry per live slot, oldest first; mean over the neurons of ``layer`` (0: the first
-    layer, -1: the output neuron). The learner's state is prepared for that step (docs/algorithm.md §6.1)."""
+    layer, -1: the output neuron). The learner's state is prepared for that step
+    ([algorithm §6.1](algorithm.md#61-state-by-lifetime))."""
     if learner.state_ is None:
         raise ValueError("the learner has not seen any example yet")
     start, mass = _posterior(learner.state_, learner.cfg_)

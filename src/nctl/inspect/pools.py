@@ -1,9 +1,10 @@
 """Pool history: where every neuron's stored states came from, and what its pool updates did.
 
 Each stored state carries its *birth*, the step ``t`` of the boundary at which its lineage was first
-added (ADD); a REFINE keeps it (docs/algorithm.md §4.5). The segment that produced it ended at step
-``t - 1``, so its *origin task* is the task of that step (stream index ``t - 2``). The per-neuron event
-counters count REFINE / SKIP / ADD decisions and the states pruning removed (``nctl.core.pool.EVENTS``).
+added (ADD); a REFINE keeps it ([algorithm §4.5](algorithm.md#45-updatemodelpool-for-one-closing-segment)).
+The segment that produced it ended at step ``t - 1``, so its *origin task* is the task of that step
+(stream index ``t - 2``). The per-neuron event counters count REFINE / SKIP / ADD decisions and the
+states pruning removed (``nctl.core.pool.EVENTS``).
 
 ``record`` learns a stream one chunk (``P = L_min`` steps) at a time and snapshots both after each chunk.
 A chunk's pool updates all happen at the boundary after its last step and concern segments that ended

@@ -1,4 +1,5 @@
-"""Saliency maps of NCTL's MAP network and of pseudo-task networks (docs/algorithm.md §2).
+"""Saliency maps of NCTL's MAP network and of pseudo-task networks
+([algorithm §2](algorithm.md#2-the-gated-linear-network)).
 
 For side information ``z`` every neuron ``n`` of layer ``i`` uses the weight row of its context,
 ``A_i(z)[n] = W_{i,n}[c_{i,n}(z)]``. Ignoring clipping, ``logit(p_i) = A_i(z) [logit(p_{i-1}); 1]`` and

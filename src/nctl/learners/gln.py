@@ -48,8 +48,8 @@ def _padded_chunks(X, y, size):
 
 @dataclass(eq=False)
 class GLN(OnlineLearner):
-    """A Gated Linear Network (docs/algorithm.md §2): GGM neurons with half-space gating, each trained
-    online on its own log loss.
+    """A Gated Linear Network ([algorithm §2](algorithm.md#2-the-gated-linear-network)): GGM neurons with
+    half-space gating, each trained online on its own log loss.
 
     Args:
         layer_sizes: neurons per layer, ending with the single output neuron.

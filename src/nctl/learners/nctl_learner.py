@@ -22,8 +22,8 @@ DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlar
 
 @dataclass(eq=False)
 class NCTL(OnlineLearner):
-    """Neural Combinatorial Transfer Learning (docs/algorithm.md §5): a GLN whose every neuron is a
-    Forget-Me-Not process over its GGM, mixing remembered solutions over segmentations of time.
+    """Neural Combinatorial Transfer Learning ([algorithm §5](algorithm.md#5-nctl)): a GLN whose every
+    neuron is a Forget-Me-Not process over its GGM, mixing remembered solutions over segmentations of time.
 
     ``depth=None`` grows the tree with the stream (anytime); a known stream length ``n`` is best
     served by ``depth = ceil(log2 n)``. ``split_prob = 0`` puts all prior mass on one segment, which
@@ -90,20 +90,23 @@ class NCTL(OnlineLearner):
 
     @classmethod
     def paper_split_mnist(cls, **overrides) -> "NCTL":
-        """The paper's Split MNIST learner (docs/protocols.md §1): 50-25-1, 16 contexts, learning rate
-        0.001; the pool rules the paper states (FIFO) with its silent choices at their defaults (k = 15,
-        L_min = 32, docs/algorithm.md); ``overrides`` change any parameter."""
+        """The paper's Split MNIST learner
+        ([protocols §1](protocols.md#1-split-mnist-and-split-fashion-mnist-domain-incremental)): 50-25-1, 16
+        contexts, learning rate 0.001; the pool rules the paper states (FIFO) with its silent choices at their
+        defaults (k = 15, L_min = 32, [algorithm §7.1](algorithm.md#71-where-the-paper-is-silent));
+        ``overrides`` change any parameter."""
         return cls(**{**PAPER_NETWORKS["split_mnist"], **PAPER_POOL, **overrides})
 
     @classmethod
     def paper_permuted_mnist(cls, **overrides) -> "NCTL":
-        """The paper's Permuted MNIST learner (docs/protocols.md §2): ten one-vs-all 10-5-1 networks,
-        64 contexts, learning rate 0.001, the same pool as ``paper_split_mnist``."""
+        """The paper's Permuted MNIST learner ([protocols §2](protocols.md#2-permuted-mnist)): ten one-vs-all
+        10-5-1 networks, 64 contexts, learning rate 0.001, the same pool as ``paper_split_mnist``."""
         return cls(**{**PAPER_NETWORKS["permuted_mnist"], **PAPER_POOL, "n_classes": 10, **overrides})
 
     @classmethod
     def paper_electricity(cls, **overrides) -> "NCTL":
-        """The paper's Electricity learner (docs/protocols.md §4): 50-25-1, 16 contexts, learning rate 0.1."""
+        """The paper's Electricity learner ([protocols §4](protocols.md#4-electricity-elec2)): 50-25-1, 16
+        contexts, learning rate 0.1."""
         return cls(**{**PAPER_NETWORKS["electricity"], **overrides})
 
     @classmethod
