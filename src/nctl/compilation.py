@@ -30,7 +30,7 @@ OFF = ("off", "0", "false", "no")  # the values of CACHE_ENV that turn the defau
 EXPORTED = "exported"  # the subfolder of the engine's exported programs
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a disk entry
 MAX_CACHE_BYTES = 2**30  # a process that turns the cache on first prunes it to this (an NCTL configuration: ~1 MB)
-QUIET_ENV = "NCTL_QUIET"  # set (and not 0): no notice that a learner is compiling
+QUIET_ENV = "NCTL_QUIET"  # set (and not 0): no notice that a learner is compiling, no warning of unscaled features
 NOTICE_AFTER_SECONDS = 3.0  # a learner's first call that runs this long gives the notice (once per process)
 # JAX's event timing the making of a program: an XLA compilation, or a load from the persistent cache
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

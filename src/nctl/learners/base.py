@@ -5,6 +5,8 @@ example, the rows ``learn_one`` keeps back, prediction outputs, copies, forks an
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from contextlib import contextmanager
 from functools import partial, wraps
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from nctl import _atomic, _memory, compilation
 from nctl.core import engine
-from nctl.learners.inputs import check_features, check_labels
+from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
@@ -50,6 +52,7 @@ class OnlineLearner:
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned, pending ones included
         self._forked = False  # inside ``fork``: the learner reads, and learns nothing
+        self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
 
     # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
     # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping; _learn_then_predict
@@ -126,6 +129,7 @@ class OnlineLearner:
         if self._state is None:  # the first example creates the state now (and checks that it fits)
             self.learn_many(x[None], y[None])
             return
+        self._watch_scale(x[None])
         self._pending.append((x, check_labels(y, self.n_classes)))
         self.t_ += 1
         if len(self._pending) >= PENDING_ROWS:
@@ -154,8 +158,20 @@ class OnlineLearner:
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
         if len(X):
+            self._watch_scale(X)
             self._ensure_state(X.shape[1])
         return X, y
+
+    def _watch_scale(self, X: np.ndarray) -> None:
+        """Keep the rows ``X`` [n, d] about to be learned until there are ``SCALE_ROWS``, then warn once if
+        their features are plainly not standardised (``unscaled``; ``NCTL_QUIET=1`` silences it)."""
+        if self._first_rows is None:
+            return
+        self._first_rows.extend(X[:SCALE_ROWS - len(self._first_rows)])
+        if len(self._first_rows) == SCALE_ROWS:
+            message, self._first_rows = unscaled(np.array(self._first_rows), type(self).__name__), None
+            if message and os.environ.get(compilation.QUIET_ENV, "0").strip() in ("", "0"):
+                warnings.warn(message, UserWarning)
 
     def _first_state_bytes(self, n_features: int) -> int:
         """Bytes of the state the first example creates."""
@@ -205,6 +221,7 @@ class OnlineLearner:
         twin = type(self)(**self.params())
         twin.state_ = None if self.state_ is None else committed(jax.tree.map(jnp.copy, self.state_))
         twin.n_features_, twin.t_ = self.n_features_, self.t_
+        twin._first_rows = None if self._first_rows is None else list(self._first_rows)
         self._copy_extra(twin)
         return twin
 

@@ -1,9 +1,16 @@
 """Checks of what a learner is given: features (``check_features``) and labels (``check_labels``), with
-errors that say what is wrong and how to fix it."""
+errors that say what is wrong and how to fix it; and ``unscaled``, which tells features that are plainly not
+standardised."""
 
 from collections.abc import Mapping
 
 import numpy as np
+
+SCALE_ROWS = 100  # the first rows a learner learns are the ones ``unscaled`` judges
+# A feature whose median absolute value is above this is plainly not standardised: a standardised one lies
+# beyond +-3 at most a ninth of the time (Chebyshev), so its first rows reach it only where the stream begins
+# with its extremes; features within [-3, 3] (0/1 ones, say) never reach it
+UNSCALED_MEDIAN = 3.0
 
 
 def check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -47,3 +54,19 @@ def check_labels(y, n_classes: int) -> np.ndarray:
         hint = f"; for more classes, set n_classes (e.g. n_classes={int(bad) + 1})" if bad > 0 and bad == int(bad) else ""
         raise ValueError(f"labels must be {allowed}, found {bad!r}{hint}")
     return array.astype(np.int32)
+
+
+def unscaled(X: np.ndarray, learner: str) -> str | None:
+    """The warning for rows ``X`` [n, d] with a feature whose median absolute value is above
+    ``UNSCALED_MEDIAN``, else None."""
+    typical = np.median(np.abs(X), axis=0)
+    far = np.flatnonzero(typical > UNSCALED_MEDIAN)
+    if not len(far):
+        return None
+    worst = far[np.argmax(typical[far])]
+    return (f"nctl: {len(far)} of {X.shape[1]} features given to {learner} are not standardised: over the first "
+            f"{len(X)} rows learned, feature {worst} (counting from 0) has a median absolute value of "
+            f"{typical[worst]:.3g}, where standardised features have about 0.7; the learners gate on the features and "
+            "learn much worse without zero mean and unit variance, so standardise them, e.g. with river's "
+            "preprocessing.StandardScaler() | NCTLClassifier() or scikit-learn's StandardScaler in a Pipeline "
+            "(NCTL_QUIET=1 hides this warning)")
