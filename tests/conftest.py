@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nctl import _memory, compilation
+from nctl import memory, compilation
 from nctl.data.registry import get_dataset
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -81,4 +81,4 @@ def elec2_dir() -> Path:
 def _trimmed_compiled_programs():
     """The session compiles hundreds of configurations; keep it below the kernel's memory-map limit."""
     yield
-    _memory.trim_compiled_programs()
+    memory.trim_compiled_programs()

@@ -75,25 +75,25 @@ def compilations_of(fn, *args) -> int:
 
 
 def test_compiled_programs_are_dropped_only_near_the_map_limit(monkeypatch):
-    from nctl import _memory
+    from nctl import memory
 
-    if _memory._map_counts() is None:
+    if memory.map_counts() is None:
         pytest.skip("no /proc: the mapping limit is Linux's")
     double, x = jax.jit(lambda x: 2 * x), np.ones(3)
     assert compilations_of(double, x) == 1
-    assert not _memory.trim_compiled_programs() and compilations_of(double, x) == 0  # kept
-    monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)
-    assert _memory.trim_compiled_programs() and compilations_of(double, x) == 1  # dropped: compiled again
+    assert not memory.trim_compiled_programs() and compilations_of(double, x) == 0  # kept
+    monkeypatch.setattr(memory, "MAPS_SHARE", 0.0)
+    assert memory.trim_compiled_programs() and compilations_of(double, x) == 1  # dropped: compiled again
 
 
 def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_learns(monkeypatch):
-    from nctl import _memory
+    from nctl import memory
 
-    if _memory._map_counts() is None:
+    if memory.map_counts() is None:
         pytest.skip("no /proc: the mapping limit is Linux's")
     double, x = jax.jit(lambda x: 3 * x), np.ones(3)
     assert compilations_of(double, x) == 1
-    monkeypatch.setattr(_memory, "MAPS_SHARE", 0.0)  # as if this process were at the limit
+    monkeypatch.setattr(memory, "MAPS_SHARE", 0.0)  # as if this process were at the limit
     model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
     p = model.learn_many(np.ones((3, 2), np.float32), np.array([1, 1, 1]))
     assert compilations_of(double, x) == 1 and np.all(np.isfinite(p)) and model.t_ == 3
@@ -262,15 +262,14 @@ def test_an_unreadable_stored_program_is_made_again(tmp_path):
 def test_without_a_serialiser_nothing_is_stored(monkeypatch, tmp_path):
     """Without ``flatbuffers`` (what ``jax.export`` serialises with) no folder is used and every program
     is plain ``jax.jit`` (the path that test_stored_programs_learn_and_predict_as_jit_does compares with)."""
-    from nctl.core import engine, programs
+    from nctl.core import mixing, programs
 
     before = programs.folder()
-    monkeypatch.setattr(programs, "_can_serialise", lambda: False)
+    monkeypatch.setattr(programs, "can_serialise", lambda: False)
     try:
         assert programs.use_folder(tmp_path) is None and programs.folder() is None
-        init = programs.jit(engine.init, static_argnums=(0, 2))
-        args = ("a configuration", np.zeros(2, np.uint32), 0)
-        assert init._program(args) == (init._jitted, args)
+        likelihood = programs.jit(mixing.prob)
+        assert float(likelihood(np.float32(0.25), np.int32(0))) == 0.75
     finally:
         monkeypatch.undo()
         programs.use_folder(before)

@@ -103,7 +103,7 @@ def test_a_numpy_row_given_to_the_river_classifier_points_to_dicts_and_leaves_it
     for method in (lambda x: model.learn_one(x, True), model.predict_proba_one):
         with pytest.raises(TypeError, match="dict of feature name -> number.*numpy.ndarray.*nctl.NCTL"):
             method(np.ones(3))
-    assert model._learner.t_ == 0 and model._features is None
+    assert model.learner.t_ == 0 and model.features is None
 
 
 def test_a_dict_given_to_a_core_learner_points_to_nctl_river():
@@ -134,11 +134,11 @@ def test_a_slow_first_call_gives_one_notice_naming_the_learner_and_the_cache(mon
     import threading
 
     monkeypatch.setattr(compilation, "NOTICE_AFTER_SECONDS", 0.0)
-    monkeypatch.setattr(compilation, "_noticed", threading.Event())
+    monkeypatch.setattr(compilation, "notice_given", threading.Event())
     monkeypatch.delenv(compilation.QUIET_ENV, raising=False)
     with caplog.at_level("WARNING", logger="nctl"):
         with compilation.notice_if_slow("NCTL"):
-            assert compilation._noticed.wait(timeout=60)  # the block runs until the notice is given
+            assert compilation.notice_given.wait(timeout=60)  # the block runs until the notice is given
         with compilation.notice_if_slow("GLN"):  # once per process
             pass
     notices = [record.getMessage() for record in caplog.records if record.name == "nctl"]
@@ -153,7 +153,7 @@ def test_nctl_quiet_starts_no_notice(monkeypatch, quiet):
     def no_timer(*args, **kwargs):
         raise AssertionError("a notice timer was started")
 
-    monkeypatch.setattr(compilation, "_noticed", threading.Event())
+    monkeypatch.setattr(compilation, "notice_given", threading.Event())
     monkeypatch.setattr(compilation.threading, "Timer", no_timer)
     monkeypatch.setenv(compilation.QUIET_ENV, quiet)
     with compilation.notice_if_slow("NCTL"):

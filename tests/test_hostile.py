@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import nctl
-from nctl import _atomic, _memory, cli, plots
+from nctl import atomic, memory, cli, plots
 from nctl.experiments import configs, report
 from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
-from nctl.experiments.run import write_json, _write_seed, aggregate, config_folder, config_hash, write_results
+from nctl.experiments.run import write_json, write_seed, aggregate, config_folder, config_hash, write_results
 from nctl.river import GLNClassifier, NCTLClassifier
 from nctl.sklearn import GLNClassifier as SkGLNClassifier, NCTLClassifier as SkNCTLClassifier
 
@@ -85,7 +85,7 @@ def test_integer_valued_floats_are_stored_as_integers():
 
 def test_a_state_that_does_not_fit_in_memory_is_refused_on_the_first_example(monkeypatch):
     model = nctl.GLN(**TINY)
-    monkeypatch.setattr(_memory, "rooms", lambda: [_memory.Room("a test's bound", model.state_bytes(4) - 1)])
+    monkeypatch.setattr(memory, "rooms", lambda: [memory.Room("a test's bound", model.state_bytes(4) - 1)])
     X, y = data()
     with pytest.raises(MemoryError, match=r"GLN with 4 features needs .* GB but .* GB is free \(a test's bound\); "
                                           r"lower context_bits or layer_sizes, or give the process more memory$"):
@@ -93,7 +93,7 @@ def test_a_state_that_does_not_fit_in_memory_is_refused_on_the_first_example(mon
     with pytest.raises(MemoryError):
         model.predict_proba_one(X[0])
     assert model.state_ is None and model.n_features_ is None
-    monkeypatch.setattr(_memory, "rooms", lambda: [_memory.Room("a test's bound", model.state_bytes(4))])
+    monkeypatch.setattr(memory, "rooms", lambda: [memory.Room("a test's bound", model.state_bytes(4))])
     assert model.learn_many(X, y).shape == (20,)
 
 
@@ -290,7 +290,7 @@ def test_concurrent_writers_keep_every_finished_seed_and_never_show_half_a_file(
 
     def finish(seed):
         try:
-            _write_seed(folder, seed, key, {"seed": seed, "steps": 1, "learners": {}})
+            write_seed(folder, seed, key, {"seed": seed, "steps": 1, "learners": {}})
             write_results(exp, folder)
         except Exception as error:  # kept: an exception in a thread would not fail the test
             errors.append(error)
@@ -452,7 +452,7 @@ def test_sigkill_mid_save_leaves_the_previous_save_whole(tmp_path):
     assert any(all(np.array_equal(a, b) for a, b in zip(restored, save)) for save in saves)
     left = list(tmp_path.glob(".model.npz.*.tmp"))  # the killed save's (unless it was renamed as it died)
     for temp in left:
-        os.utime(temp, (time.time() - 2 * _atomic.STALE_SECONDS,) * 2)
+        os.utime(temp, (time.time() - 2 * atomic.STALE_SECONDS,) * 2)
     nctl.load(path).save(path)  # the next save of the same target removes it
     assert not list(tmp_path.glob(".model.npz.*.tmp"))
 
@@ -462,12 +462,12 @@ def test_sigkill_mid_save_leaves_the_previous_save_whole(tmp_path):
 LIMITED = """
 import resource, sys
 import numpy as np, jax, nctl
-from nctl import _memory
+from nctl import memory
 jax.devices()  # the limit leaves a margin above what JAX's CPU client holds once started
 held = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
 context_bits, room = int(sys.argv[1]), int(sys.argv[2])
 if sys.argv[3] == "unseen":  # a bound the up-front check does not see: the allocation itself fails
-    _memory.rooms = lambda: []
+    memory.rooms = lambda: []
 resource.setrlimit(resource.RLIMIT_AS, (held + room, resource.getrlimit(resource.RLIMIT_AS)[1]))
 model = nctl.NCTL(layer_sizes=(20, 1), context_bits=context_bits)
 try:
@@ -520,7 +520,7 @@ def test_cgroup_memory_limits_of_the_group_and_the_groups_above_are_read(tmp_pat
         folder.mkdir(parents=True)
         for name, text in files.items():
             (folder / name).write_text(text)
-    rooms = _memory.cgroup_rooms(proc)
+    rooms = memory.cgroup_rooms(proc)
     assert [(room.left, room.limit) for room in rooms] == [(500_000_000, 2_000_000_000), (2_500_000_000, 3_000_000_000)]
     limit_file = v1 / "batch" / "job" / "memory.limit_in_bytes"
     assert str(rooms[0]) == f"0.5 GB is free under the cgroup memory limit {limit_file} of 2.0 GB"
@@ -528,14 +528,14 @@ def test_cgroup_memory_limits_of_the_group_and_the_groups_above_are_read(tmp_pat
     (v2 / "memory.current").write_text("200000000")
     (v2 / "memory.stat").write_text("inactive_file 0\n")
     (proc / "cgroup").write_text("0::/user/gone\n")  # a group without files of its own: the groups above
-    assert [(room.left, room.limit) for room in _memory.cgroup_rooms(proc)] == [(2_500_000_000, 3_000_000_000),
+    assert [(room.left, room.limit) for room in memory.cgroup_rooms(proc)] == [(2_500_000_000, 3_000_000_000),
                                                                                 (800_000_000, 1_000_000_000)]
     for seen in ("/docker/abc", "/"):  # a container's hierarchy mounted from its own group: the mount is the group
         (proc / "cgroup").write_text(f"0::{seen}\n")
         (proc / "mountinfo").write_text(f"30 23 0:28 /docker/abc {v2} rw - cgroup2 cgroup2 rw\n")
-        assert [(room.left, room.limit) for room in _memory.cgroup_rooms(proc)] == [(800_000_000, 1_000_000_000)]
+        assert [(room.left, room.limit) for room in memory.cgroup_rooms(proc)] == [(800_000_000, 1_000_000_000)]
     (proc / "mountinfo").write_text("")  # no hierarchy mounted
-    assert _memory.cgroup_rooms(proc) == []
+    assert memory.cgroup_rooms(proc) == []
 
 
 # ----------------------------------------------------------------------------- issue 59, 4: copies
@@ -668,7 +668,7 @@ def test_a_hand_edited_save_is_refused_naming_the_field(tmp_path, field, value, 
 def test_a_save_removes_the_stale_temporaries_of_its_target_and_nothing_else(tmp_path):
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
-    old = time.time() - 2 * _atomic.STALE_SECONDS
+    old = time.time() - 2 * atomic.STALE_SECONDS
     temporaries = {
         "stale": f".model.npz.{ended.pid}-0123abcd.tmp",
         "fresh": f".model.npz.{ended.pid}-89abcdef.tmp",  # perhaps a writer this machine cannot see

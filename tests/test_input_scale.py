@@ -11,6 +11,7 @@ from sklearn.preprocessing import StandardScaler
 
 import nctl
 from nctl import compilation
+from nctl.learners import base
 from nctl.learners.inputs import SCALE_ROWS, unscaled
 
 SMALL_GLN = dict(layer_sizes=(4, 1), context_bits=2, learning_rate=0.1)
@@ -108,18 +109,20 @@ def test_nctl_quiet_silences_the_warning(monkeypatch, quiet):
 
 @pytest.mark.parametrize("make", [lambda: nctl.GLN(**SMALL_GLN),
                                   lambda: nctl.NCTL(**SMALL_NCTL)])
-def test_the_check_changes_nothing_learned(make):
+def test_the_check_changes_nothing_learned(make, monkeypatch):
     X, y = raw_stream(4)
-    watched, unwatched = make(), make()
-    unwatched._watch_scale = lambda X: None
-    outputs = []
-    for model in (watched, unwatched):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    outputs, warned = [], []
+    for rows_judged in (SCALE_ROWS, len(X) + 1):  # the second learner never has the rows to judge
+        monkeypatch.setattr(base, "SCALE_ROWS", rows_judged)
+        model = make()
+
+        def learn():
             before = model.learn_many(X[:60], y[:60])
             for x, label in zip(X[60:200], y[60:200]):
                 model.learn_one(x, label)
             outputs.append((before, model.learn_many(X[200:], y[200:]), model.predict_proba_many(X)))
-    assert watched._first_rows is None  # the check ran, and judged
+
+        warned.append(len(scale_warnings(learn)))
+    assert warned == [1, 0]
     for a, b in zip(*outputs):
         np.testing.assert_array_equal(a, b)

@@ -12,7 +12,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'nctl
 from nctl import cli, compilation  # noqa: E402  (after the skip)
 from nctl.experiments import configs, executors, runners  # noqa: E402
 from nctl.experiments import run as run_module  # noqa: E402
-from nctl.experiments.run import SeedsFailed, _write_seed, config_folder, config_hash, run  # noqa: E402
+from nctl.experiments.run import SeedsFailed, write_seed, config_folder, config_hash, run  # noqa: E402
 
 TINY = {"max_steps": "64", "network.layer_sizes": "[4,1]", "network.context_bits": "1", "learners": '["gln"]'}
 TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
@@ -109,7 +109,7 @@ def test_a_seed_whose_worker_is_killed_is_run_again(tmp_path, monkeypatch):
 
 def test_a_rerun_with_every_seed_finished_starts_no_ray(tmp_path, monkeypatch):
     exp, finished = configs.get("demo").replace(TINY), {"seed": 0, "steps": 7, "learners": {}}
-    _write_seed(config_folder(tmp_path, exp), 0, config_hash(exp), finished)
+    write_seed(config_folder(tmp_path, exp), 0, config_hash(exp), finished)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kwargs: pytest.fail("Ray was started"))
     assert run(exp, [0], tmp_path, executor=executors.ray_tasks(), progress=False)["seeds"] == [finished]

@@ -83,11 +83,11 @@ def test_clone_is_an_unfitted_twin():
 
 def test_uniform_before_learning_and_predict_one():
     model = NCTLClassifier()
-    assert isinstance(model, base.Classifier) and not model._multiclass
+    assert isinstance(model, base.Classifier)
     assert model.predict_proba_one({"a": 1.0}) == {False: 0.5, True: 0.5}
     assert model.predict_one({"a": 1.0}) in (False, True)
     multi = GLNClassifier(n_classes=3)
-    assert multi._multiclass and multi.predict_proba_one({"a": 1.0}) == {} and multi.predict_one({"a": 1.0}) is None
+    assert multi.predict_proba_one({"a": 1.0}) == {} and multi.predict_one({"a": 1.0}) is None
 
 
 def test_labels_keep_their_kind():

@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from nctl import __version__, _atomic, compilation
+from nctl import __version__, atomic, compilation
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, executors, report, sweep
 from nctl.experiments.run import SeedsFailed, config_folder, run
@@ -186,8 +186,8 @@ def cmd_report(args) -> int:
             raise _failed_on(path, error) from error
     text = report.markdown(results for _, results in loaded)
     if args.out is not None:
-        _atomic.check_writable(Path(args.out).parent)
-        _atomic.write_text(args.out, text)
+        atomic.check_writable(Path(args.out).parent)
+        atomic.write_text(args.out, text)
     print(text, end="")
     return 0
 
@@ -195,7 +195,7 @@ def cmd_report(args) -> int:
 def cmd_plot(args) -> int:
     from nctl import plots
 
-    _atomic.check_writable(args.out)
+    atomic.check_writable(args.out)
     for path, results in report.load_all(args.results):
         try:
             figures = plots.plot_results(results, args.out)

@@ -152,8 +152,13 @@ def programs_made():
 
 
 logger = logging.getLogger("nctl")
-_noticed = threading.Event()  # the notice is given once per process
+notice_given = threading.Event()  # set by the notice, given once per process (a test may replace it to see one again)
 _notice_lock = threading.Lock()
+
+
+def quiet() -> bool:
+    """Whether ``NCTL_QUIET`` is set (to anything but 0): no compiling notice, no unscaled-feature warning."""
+    return os.environ.get(QUIET_ENV, "0").strip() not in ("", "0")
 
 
 def notice_if_slow(what: str):
@@ -161,7 +166,7 @@ def notice_if_slow(what: str):
     longer than ``NOTICE_AFTER_SECONDS``, one line on the ``nctl`` logger (stderr when logging is not
     configured) says that ``what`` is compiling, once per process; ``NCTL_QUIET=1`` (or the logger's
     level) silences it."""
-    if _noticed.is_set() or os.environ.get(QUIET_ENV, "0").strip() not in ("", "0"):
+    if notice_given.is_set() or quiet():
         return contextlib.nullcontext()
     return _notice_timer(what)
 
@@ -179,11 +184,11 @@ def _notice_timer(what: str):
 
 def _notice(what: str) -> None:
     with _notice_lock:
-        if _noticed.is_set():
+        if notice_given.is_set():
             return
         folder = jax.config.jax_compilation_cache_dir
         later = (f"a later process loads them from {folder}" if folder
                  else "without a persistent compilation cache, every process compiles them again")
         logger.warning(f"nctl: {what} is compiling its programs for this configuration, which takes seconds to a "
                        f"minute once; {later} (NCTL_QUIET=1 hides this notice)")
-        _noticed.set()
+        notice_given.set()

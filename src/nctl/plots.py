@@ -18,7 +18,7 @@ matplotlib.use("Agg")  # headless; chosen before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
-from nctl import _atomic
+from nctl import atomic
 from nctl.experiments import configs
 from nctl.experiments.report import LEARNER_NAMES
 
@@ -79,7 +79,7 @@ def plot_results(results: dict, out_dir: str | Path) -> list[Path]:
     for name, figure in FIGURES[kind](results):
         path = out / f"{results['experiment']}-{name}.png"
         try:
-            _atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format="png"))
+            atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format="png"))
         finally:
             plt.close(figure)
         paths.append(path)

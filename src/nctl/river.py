@@ -43,6 +43,16 @@ class _Classifier(base.Classifier):
         return copy.deepcopy(self)
 
     @property
+    def learner(self):
+        """The ``nctl.NCTL`` or ``nctl.GLN`` that learns the vectors (to save it or inspect its state)."""
+        return self._learner
+
+    @property
+    def features(self) -> list | None:
+        """The feature names in the order of the learner's inputs; ``None`` before the first ``learn_one``."""
+        return self._features
+
+    @property
     def _multiclass(self) -> bool:
         return self.n_classes > 2
 

@@ -134,13 +134,13 @@ def assert_same_events(got, want, when):
                          + [(case, "vectorised") for case in EVERY_FEATURE] + [(case, "per-slot") for case in EVERY_FEATURE]
                          + [(case, "chunked") for case in CHUNKED] + [(case, "free stacks") for case in FREE_STACKS])
 def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
-    from nctl.core.engine import config, pool_update
+    from nctl.core.engine import config, decisions
 
     if code_path in ("vectorised", "chunked"):  # XLA's code, as without the kernel
         monkeypatch.setattr(config, "kernel_trains", lambda rows: False)
     if code_path == "per-slot":  # as a large layer: slot by slot (the kernel where built), pool decisions
         monkeypatch.setattr(config, "VECTORISED_LAYER_BYTES", 0)  # one neuron at a time
-        monkeypatch.setattr(pool_update, "SCORE_BYTES", 0)
+        monkeypatch.setattr(decisions, "SCORE_BYTES", 0)
     if code_path == "chunked":  # every layer's live slots, 3 at a time
         monkeypatch.setattr(config, "CHUNKED_SLOT_BYTES", 0)
         monkeypatch.setattr(config, "SLOT_CHUNK", 3)

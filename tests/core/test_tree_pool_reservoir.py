@@ -204,7 +204,7 @@ def test_the_largest_keys_come_first_equal_keys_in_position_order():
     (other platforms, no kernel) and its kernel under vmap (a merge per neuron)."""
     rng = np.random.default_rng(11)
     picks = [jax.jit(reservoir.largest_first, static_argnums=1),
-             jax.jit(reservoir._largest_first_by_sorts, static_argnums=1)]
+             jax.jit(reservoir.largest_first_by_sorts, static_argnums=1)]
     rows, wants = [], []
     for trial in range(30):
         keys = -rng.choice([0.25, 0.5, 3.0, 7.0], 40) if trial % 3 == 0 else np.log(rng.random(40)) / rng.random()

@@ -14,7 +14,7 @@ program.
 
 Programs whose static arguments include a function (an observation hook) are not stored; without a
 folder, or without the ``flatbuffers`` package that ``jax.export`` serialises with, everything is
-plain ``jax.jit``. Writes are atomic (``nctl._atomic``), so processes may share a folder.
+plain ``jax.jit``. Writes are atomic (``nctl.atomic``), so processes may share a folder.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Callable
 import jax
 from jax import export
 
-from nctl._atomic import write_bytes
+from nctl.atomic import write_bytes
 from nctl.core import native
 
 _folder: Path | None = None
@@ -42,7 +42,7 @@ def use_folder(path: str | os.PathLike | None) -> Path | None:
     this JAX cannot serialise exported programs."""
     global _folder
     _folder = None
-    if path is None or not _can_serialise():
+    if path is None or not can_serialise():
         return None
     _folder = Path(path)
     _folder.mkdir(parents=True, exist_ok=True)
@@ -54,7 +54,8 @@ def folder() -> Path | None:
 
 
 @lru_cache(maxsize=1)
-def _can_serialise() -> bool:
+def can_serialise() -> bool:
+    """Whether programs can be stored: ``jax.export`` serialises with ``flatbuffers``."""
     try:
         import flatbuffers  # noqa: F401  (what jax.export serialises with)
     except ImportError:

@@ -85,14 +85,14 @@ def merge(n_a, seen_a, n_b, seen_b, capacity: int, key):
 def largest_first(score, k: int):
     """The indices of the ``k`` largest of ``score`` [m] (each negative or -inf), largest first, equal
     scores in index order: ``jax.lax.top_k``'s answer. On a CPU where the kernel of §6.11 is built, one
-    partial sort in it; else ``_largest_first_by_sorts``."""
+    partial sort in it; else ``largest_first_by_sorts``."""
     if not native.enabled():
-        return _largest_first_by_sorts(score, k)
+        return largest_first_by_sorts(score, k)
     return jax.lax.platform_dependent(score, cpu=lambda s: native.largest_first(s.astype(jnp.float64), k),
-                                      default=lambda s: _largest_first_by_sorts(s, k))
+                                      default=lambda s: largest_first_by_sorts(s, k))
 
 
-def _largest_first_by_sorts(score, k: int):
+def largest_first_by_sorts(score, k: int):
     """``largest_first`` from two sorts of integers, which XLA:CPU runs several times faster than the
     sort of a float key and an index that ``top_k`` takes (§6.9). The bits of negative doubles, read as
     integers, rise as the doubles fall; an element's place among the sorted bits (its rank, shared by

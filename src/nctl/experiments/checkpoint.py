@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nctl import _atomic, learners
+from nctl import atomic, learners
 
 PROGRESS = "progress.json"
 
@@ -62,9 +62,9 @@ class FileCheckpoint:
         names = {"learner": f"learner-{evaluations:05d}.npz", "curve": f"curve-{evaluations:05d}.npz"}
         learner.save(self.folder / names["learner"])
         rows = {v: rows[:evaluations] for v, rows in curve.items()}
-        _atomic.write_atomic(self.folder / names["curve"], lambda f: np.savez(f, **rows))
+        atomic.write_atomic(self.folder / names["curve"], lambda f: np.savez(f, **rows))
         progress = {"evaluations": evaluations, "seconds": self.seconds, **names}
-        _atomic.write_text(self.folder / PROGRESS, json.dumps(progress))
+        atomic.write_text(self.folder / PROGRESS, json.dumps(progress))
         for old in self.folder.iterdir():  # earlier saves, and the temporary files of any cut short
             if old.name not in (PROGRESS, *names.values()):
                 old.unlink()

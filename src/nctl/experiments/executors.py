@@ -20,7 +20,7 @@ import multiprocessing
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from nctl import _memory, compilation
+from nctl import memory, compilation
 
 Outcomes = Generator[tuple[int, Any], None, None]  # (index of the task, its result or its exception)
 Executor = Callable[[Callable[..., Any], Sequence[tuple], Any], Outcomes]
@@ -33,7 +33,7 @@ def in_process(fn: Callable[..., Any], tasks: Sequence[tuple], progress: Any = N
             outcome = fn(*task, progress)
         except Exception as error:  # reported by the caller; the next task runs
             outcome = error
-        _memory.trim_compiled_programs()  # many configurations in one process: stay below the map limit
+        memory.trim_compiled_programs()  # many configurations in one process: stay below the map limit
         yield index, outcome
 
 

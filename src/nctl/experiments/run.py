@@ -16,7 +16,7 @@ later run of the same configuration reuses its finished seeds. A results file ho
 configuration, the package versions, every finished seed's numbers and a summary (mean, std and 95%
 confidence interval over seeds of every number and curve). It is rebuilt from the seed files, under
 a lock, at the end of every run, so runs of one configuration side by side (seeds 0-4 and 5-9, say)
-leave a file that lists all ten. Every file is written whole or not at all (``nctl._atomic``) and
+leave a file that lists all ten. Every file is written whole or not at all (``nctl.atomic``) and
 is strict JSON: an undefined number (NaN, infinity) is stored as null. Seed files and checkpoints of
 the earlier layout (``NAME/seeds/``, ``NAME/checkpoints/seed-0007-HASH/``) are still picked up.
 
@@ -46,7 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from nctl import _atomic
+from nctl import atomic
 from nctl.evaluate import summarize_seeds
 from nctl.experiments import executors, schema, validate
 from nctl.experiments.configs import TASK_MATRIX, Experiment
@@ -121,7 +121,7 @@ def _load_finished(folder: Path, seeds: Iterable[int], key: str) -> dict[int, di
         if result is None:
             result = _read_seed(_seed_path(folder.parent, seed), key)
             if result is not None:
-                _write_seed(folder, seed, key, result)
+                write_seed(folder, seed, key, result)
         if result is not None:
             done[seed] = result
     return done
@@ -145,10 +145,10 @@ def _stored(data: Any) -> Any:
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON (floats rounded to STORED_DIGITS, non-finite as null), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic.write_text(path, json.dumps(_stored(data), allow_nan=False))
+    atomic.write_text(path, json.dumps(_stored(data), allow_nan=False))
 
 
-def _write_seed(folder: Path, seed: int, key: str, result: dict) -> None:
+def write_seed(folder: Path, seed: int, key: str, result: dict) -> None:
     write_json(_seed_path(folder, seed), {"config_hash": key, "result": result})
 
 
@@ -191,8 +191,8 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
     if seed_store is not None and len(exps) != 1:
         raise ValueError(f"a seed store holds the seeds of one configuration; this run has {len(exps)}")
     stored = {} if seed_store is None else store_seeds(seed_store, exps[0])
-    store = None if seed_store is None else _atomic.check_writable(Path(seed_store))
-    folders = [_atomic.check_writable(config_folder(out, exp)) for exp in exps]
+    store = None if seed_store is None else atomic.check_writable(Path(seed_store))
+    folders = [atomic.check_writable(config_folder(out, exp)) for exp in exps]
     finished = [_load_finished(folder, seeds, config_hash(exp)) for exp, folder in zip(exps, folders)]
     if store is not None:
         _share(store, exps[0], folders[0], seeds, stored, finished[0])
@@ -213,7 +213,7 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
                 failures[index] = outcome
             else:
                 finished[owner][seed] = outcome
-                _write_seed(folders[owner], seed, config_hash(exp), outcome)
+                write_seed(folders[owner], seed, config_hash(exp), outcome)
                 if store is not None:
                     _write_stored_seed(store, exp, outcome)
                 shutil.rmtree(_checkpoint_path(folders[owner], seed), ignore_errors=True)
@@ -311,7 +311,7 @@ def _share(store: Path, exp: Experiment, folder: Path, seeds: list[int], stored:
     for seed in seeds:
         if seed in stored and seed not in finished:
             finished[seed] = stored[seed]
-            _write_seed(folder, seed, config_hash(exp), stored[seed])
+            write_seed(folder, seed, config_hash(exp), stored[seed])
         elif seed in finished and seed not in stored:
             _write_stored_seed(store, exp, finished[seed])
 
@@ -372,7 +372,7 @@ def write_results(exp: Experiment, folder: Path, interrupted: bool = False) -> d
     """Rebuild ``folder/results.json`` from every seed file in ``folder`` (the configuration of ``exp``)
     and copy it to the experiment's ``results.json``, under the experiment's lock; returns it."""
     key = config_hash(exp)
-    with _atomic.locked(folder.parent / LOCK):
+    with atomic.locked(folder.parent / LOCK):
         stored = (_read_seed(path, key) for path in (folder / "seeds").glob("seed-*.json"))
         seed_results = sorted((r for r in stored if r is not None), key=lambda r: r["seed"])
         results = _stored(aggregate(exp, seed_results, interrupted))

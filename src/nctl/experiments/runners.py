@@ -16,7 +16,7 @@ import numpy as np
 
 import nctl
 from nctl import evaluate, streams
-from nctl._memory import available_memory, peak_resident_bytes
+from nctl.memory import available_memory, peak_resident_bytes
 from nctl.baselines import (
     MLPLearner,
     NoChangeLearner,

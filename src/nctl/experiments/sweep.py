@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from nctl import _atomic
+from nctl import atomic
 from nctl.experiments import executors, report, validate
 from nctl.experiments.configs import Experiment
 from nctl.experiments.run import write_json, run_all
@@ -82,7 +82,7 @@ def sweep(base: Experiment, fixed: Mapping[str, str], grid: Mapping[str, list[st
                "settings": [_entry(list(grid), r) for r in results]}
     folder = Path(out) / base.name
     write_json(folder / NUMBERS, numbers)
-    _atomic.write_text(folder / TABLE, markdown(numbers))
+    atomic.write_text(folder / TABLE, markdown(numbers))
     return numbers
 
 

@@ -19,8 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from nctl import _atomic
-from nctl.core import mixing
+from nctl import atomic
 from nctl.core.pool import EVICTION_POLICIES
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
@@ -83,7 +82,7 @@ def cmd_transition(args) -> int:
     images of the current task). Titles: the step, the correlation ``r`` with the first task's final
     map, and the share of neurons whose MAP member was recalled from a pool entry born in the first
     task. The last row is a control: a fresh learner trained on the last task alone."""
-    _atomic.check_writable(args.out)  # before any training
+    atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     rng = np.random.default_rng(args.seed)
@@ -124,9 +123,9 @@ def cmd_transition(args) -> int:
 # ----------------------------------------------------------------------------- pseudo-tasks
 
 
-def _pair_accuracies(layers, X, digits, ggm) -> dict:
+def _pair_accuracies(layers, X, digits, rows) -> dict:
     """Accuracy of a GLN on every digit pair a < b (a -> 0, b -> 1) over the images ``X`` of ``digits``."""
-    p = saliency.gln_predictions(layers, X, ggm)
+    p = saliency.gln_predictions(layers, X, rows)
     accuracy = {}
     for a, b in FREE_SPLIT_PAIRS:
         pair = np.isin(digits, (a, b))
@@ -137,7 +136,7 @@ def _pair_accuracies(layers, X, digits, ggm) -> dict:
 def cmd_pseudo_tasks(args) -> int:
     """Train on the tasks in turn (top row: the MAP map after each), then draw pseudo-task networks
     (one random pool entry per neuron) and show each one's map on the digit pair it solves best."""
-    _atomic.check_writable(args.out)  # before any training
+    atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     rng = np.random.default_rng(args.seed)
@@ -156,7 +155,7 @@ def cmd_pseudo_tasks(args) -> int:
     samples = []
     for s in range(args.samples):
         layers = saliency.pool_sample_network(learner, jax.random.fold_in(jax.random.PRNGKey(args.seed), s))
-        accuracy = _pair_accuracies(layers, digits_X, digits, mixing.GGMConfig(learner.learning_rate, learner.prob_eps, learner.max_weight))
+        accuracy = _pair_accuracies(layers, digits_X, digits, learner.cfg_.rows)
         best = max(accuracy, key=accuracy.get)
         best_unseen = max((pair for pair in accuracy if pair not in seen), key=accuracy.get)
         on_best = np.isin(digits, best)
@@ -177,7 +176,7 @@ def cmd_pseudo_tasks(args) -> int:
 def cmd_boundaries(args) -> int:
     """Free Split MNIST sequences: detect task changes from a layer's segment posterior; scores for
     every layer as the source, the figure for ``--layer`` (1-based; the last is the output neuron)."""
-    _atomic.check_writable(args.out)  # before any training
+    atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     n_layers = len(args.layer_sizes)
@@ -217,7 +216,7 @@ def cmd_boundaries(args) -> int:
 def cmd_pool_history(args) -> int:
     """Split MNIST (the first ``--examples-per-task`` steps of each task): pool composition by origin
     task over time (output neuron; layer 1 averaged over its neurons), and the pool events per task."""
-    _atomic.check_writable(args.out)  # before any training
+    atomic.check_writable(args.out)  # before any training
     from nctl.inspect import figures
 
     full = split_mnist(args.data_dir, seed=args.seed)

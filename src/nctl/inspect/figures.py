@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # headless; chosen before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
-from nctl import _atomic
+from nctl import atomic
 from nctl.core.pool import EVENTS as POOL_EVENTS
 
 DPI = 100
@@ -25,7 +25,7 @@ def _save(figure: plt.Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format=path.suffix[1:] or "png"))
+        atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format=path.suffix[1:] or "png"))
     finally:
         plt.close(figure)
     return path

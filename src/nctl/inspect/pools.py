@@ -42,7 +42,7 @@ def _snapshot(learner, klass: int):
 def record(learner, X, y, klass: int = 0) -> PoolHistory:
     """Learn the rows of ``X``, ``y`` (``learn_many``) one chunk at a time, snapshotting the pools of
     class network ``klass`` before and after every chunk. The learner must stand at a chunk start."""
-    learner._checked_batch(X[:1], y[:1])  # checks a row and creates the state (learns nothing), so that P is known
+    learner.allocate(np.asarray(X).shape[1])  # the state, so that its chunk length P is known (learns nothing)
     P = learner.cfg_.chunk
     if learner.t_ % P:
         raise ValueError(f"record needs a learner at a multiple of its chunk length {P}; it is at step {learner.t_}")

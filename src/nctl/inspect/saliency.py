@@ -112,7 +112,7 @@ def saliency(learner, X, klass: int = 0) -> np.ndarray:
 _predict_many = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
-def gln_predictions(layers: tuple[gln.Layer, ...], X, ggm) -> np.ndarray:
+def gln_predictions(layers: tuple[gln.Layer, ...], X, rows) -> np.ndarray:
     """Frozen ``P(x = 1 | z)`` [n] of one GLN (a MAP or pseudo-task network) for the rows of ``X``."""
     batched = jax.tree.map(lambda a: a[None], layers)  # a class axis of one
-    return np.asarray(_predict_many(batched, jnp.asarray(X, jnp.float32), ggm))[:, 0]
+    return np.asarray(_predict_many(batched, jnp.asarray(X, jnp.float32), rows))[:, 0]

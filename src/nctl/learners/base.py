@@ -5,7 +5,6 @@ example, the rows ``learn_one`` keeps back, prediction outputs, copies, forks an
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from contextlib import contextmanager
 from functools import partial, wraps
@@ -14,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import _atomic, _memory, compilation
+from nctl import atomic, memory, compilation
 from nctl.core import engine
 from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
 
@@ -95,15 +94,15 @@ class OnlineLearner:
         (nothing is allocated)."""
         return bytes_of(partial(self._fresh_state, n_features))
 
-    def _ensure_state(self, n_features: int) -> None:
+    def allocate(self, n_features: int) -> None:
         """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
         unchanged, when it does not fit (checked first, and where its allocation fails)."""
         if self._state is None:
             compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
             what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
-            _memory.check_fits(what, needed, self._memory_remedy)
-            _memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
-            with _memory.allocation(what, needed, self._memory_remedy):
+            memory.check_fits(what, needed, self._memory_remedy)
+            memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
+            with memory.allocation(what, needed, self._memory_remedy):
                 state = committed(self._init_state(n_features))
             self.n_features_, self.state_ = n_features, state
 
@@ -159,7 +158,7 @@ class OnlineLearner:
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
         if len(X):
             self._watch_scale(X)
-            self._ensure_state(X.shape[1])
+            self.allocate(X.shape[1])
         return X, y
 
     def _watch_scale(self, X: np.ndarray) -> None:
@@ -170,7 +169,7 @@ class OnlineLearner:
         self._first_rows.extend(X[:SCALE_ROWS - len(self._first_rows)])
         if len(self._first_rows) == SCALE_ROWS:
             message, self._first_rows = unscaled(np.array(self._first_rows), type(self).__name__), None
-            if message and os.environ.get(compilation.QUIET_ENV, "0").strip() in ("", "0"):
+            if message and not compilation.quiet():
                 warnings.warn(message, UserWarning)
 
     def _first_state_bytes(self, n_features: int) -> int:
@@ -198,7 +197,7 @@ class OnlineLearner:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
-        self._ensure_state(X.shape[1])
+        self.allocate(X.shape[1])
         return self._outputs(self._predict(X))
 
     def predict_one(self, x) -> int:
@@ -249,7 +248,7 @@ class OnlineLearner:
         meta = {"format": SAVE_FORMAT, "class": type(self).__name__, "params": _jsonable(self.params()),
                 "n_features": self.n_features_, "t": self.t_, "shapes": self._shape_meta()}
         arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)}
-        _atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
+        atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
 
     def _shape_meta(self) -> dict:
         return {}

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import gln, mixing
+from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.presets import GLN_TABULAR
 from nctl.params import GLN_RULES, check_fields
@@ -19,17 +20,17 @@ GLN_CHUNK = 256  # rows per compiled call; learn_one runs the same compiled loop
 
 
 @partial(jax.jit, static_argnums=(5,), donate_argnums=(0,))
-def _gln_chunk(layers, Z, Y, n, positive, cfg):
-    return gln.run_chunk(layers, Z, Y, n, positive, cfg)
+def _gln_chunk(layers, Z, Y, n, positive, rows):
+    return gln.run_chunk(layers, Z, Y, n, positive, rows)
 
 
 _gln_predict = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
 @partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _gln_init(gates, n_features, layer_sizes, context_bits, weight_init):
+def _gln_init(gates, n_features, layer_sizes, context_bits, rows):
     """One compiled program per configuration (run op by op, a state's creation compiles dozens)."""
-    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, weight_init))(gates)
+    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, rows))(gates)
 
 
 def _positive_labels(n_classes: int) -> jnp.ndarray:
@@ -80,28 +81,28 @@ class GLN(OnlineLearner):
     def __post_init__(self) -> None:
         check_fields(self, GLN_RULES)
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
-        gln.init_weight_value(self.weight_init, 1)
         super().__post_init__()
 
     @property
-    def ggm_config(self) -> mixing.GGMConfig:
-        return mixing.GGMConfig(float(self.learning_rate), float(self.prob_eps), float(self.max_weight))
+    def rows(self) -> GGMRows:
+        """The row model of every neuron: a GGM with this learner's settings."""
+        return GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
 
     def _fresh_state(self, n_features: int):
         gates = gln.network_gates(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0],
                                   n_features, self.layer_sizes, self.context_bits)
-        return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.weight_init)
+        return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
 
     def _learn(self, X, y):
-        positive, cfg = _positive_labels(self.n_classes), self.ggm_config
+        positive, rows = _positive_labels(self.n_classes), self.rows
         out = []
         for n, Z, Y in _padded_chunks(X, y, GLN_CHUNK):
-            self.state_, p = _gln_chunk(self.state_, Z, Y, n, positive, cfg)
+            self.state_, p = _gln_chunk(self.state_, Z, Y, n, positive, rows)
             out.append(np.asarray(p[:n]))
         return np.concatenate(out)
 
     def _predict(self, X):
-        return np.asarray(_gln_predict(self.state_, jnp.asarray(X), self.ggm_config))
+        return np.asarray(_gln_predict(self.state_, jnp.asarray(X), self.rows))
 
     def restore_template(self, n_features: int, shapes: dict):
         """The state a save of this learner with ``n_features`` inputs holds (``nctl.learners.load``

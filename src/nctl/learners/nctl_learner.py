@@ -81,7 +81,6 @@ class NCTL(OnlineLearner):
     def __post_init__(self) -> None:
         check_fields(self, NCTL_RULES)
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
-        gln.init_weight_value(self.weight_init, 1)
         self._pool_config()
         tree.split_grid(self.split_prob)
         super().__post_init__()

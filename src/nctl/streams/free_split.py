@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nctl.streams._images import N_PIXELS, load_image_data, pair_task
+from nctl.streams.images import N_PIXELS, load_image_data, pair_task
 from nctl.streams.base import Task, TaskStream
 
 FREE_SPLIT_PAIRS = tuple(itertools.combinations(range(10), 2))  # 45 pairs (a, b), a < b

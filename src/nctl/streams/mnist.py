@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from nctl.streams._images import N_PIXELS, check_z_clip, load_image_data
+from nctl.streams.images import N_PIXELS, check_z_clip, load_image_data
 from nctl.streams.base import Task, TaskStream
 
 

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from nctl.streams._images import N_PIXELS, check_z_clip, load_image_data, pair_task
+from nctl.streams.images import N_PIXELS, check_z_clip, load_image_data, pair_task
 from nctl.streams.base import TaskStream
 
 SPLIT_PAIRS = ((0, 1), (2, 3), (4, 5), (6, 7), (8, 9))

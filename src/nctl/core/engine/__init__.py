@@ -26,7 +26,7 @@ Where each part lives, in the order a step runs through them:
   ``ahead`` compiles in the background before they are needed);
 * ``step``: one step: the posteriors (``posterior``), every layer (``layer``: member predictions and row
   updates, rows found through ``members``, blocks from ``arena``), the record, and the end of the step:
-  the pool update when due (``pool_update``), the restart;
+  the pool update when due (``pool_update``, each neuron's decision by ``decisions``), the restart;
 * ``records``: the record arena's garbage collection; ``resize``: a larger engine for a growing
   learner; ``forks``: journals and undo.
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,15 @@ def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
                                       default=lambda r: cfg.rows.predict(r, u))
 
 
+class Lanes(NamedTuple):
+    """A layer's lanes at the step's contexts, per live slot and neuron."""
+
+    block: jax.Array  # [S, N_i] block of (slot, neuron, context); -1 none
+    member: jax.Array  # [S, N_i, W] member trained in each lane (-1 none)
+    stale: jax.Array  # [S, N_i, W] live lanes new to their block: trained from their sources
+    live: jax.Array  # [S] the slot is live
+
+
 @jax.named_scope("layer_pass")
 def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
     """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
@@ -33,9 +43,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     shape = cfg.layers[layer]
     W, S = cfg.pool.lanes, cfg.slots
     neurons = jnp.arange(shape.neurons)
-    positions = jnp.arange(S)[:, None]
     live = jnp.arange(S) < sched.size
-    block = net.block_of[positions, shape.offset + neurons, contexts]  # [S, N_i]
+    block = net.block_of[jnp.arange(S)[:, None], shape.offset + neurons, contexts]  # [S, N_i]
     if cfg.pool.bounded:
         member = net.lanes[:, shape.offset + neurons]  # [S, N_i, W]
         stamp = net.stamps[layer][jnp.maximum(block, 0)]
@@ -43,19 +52,39 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     else:
         member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
         current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
-
-    stale = live[:, None, None] & (member >= 0) & ~current  # lanes new to their block: trained from their sources
+    stale = live[:, None, None] & (member >= 0) & ~current
     if learn:
-        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), positions, neurons, contexts)
+        net, block = allocate(net, layer, cfg, live[:, None] & (block < 0), jnp.arange(S)[:, None], neurons, contexts)
+    lanes = Lanes(block, member, stale, live)
 
-    blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
-    read = jnp.where(live[:, None], block, 0)
-    write = unique_or_drop(block, live[:, None], shape.blocks)
     # every member has a lane unless bounded: a small layer then predicts as it learns, each lane from its
     # block or its source row; a large one predicts each pool entry once instead (source_predictions, §6.2)
     whole = not cfg.pool.bounded and (learn or shape.vectorised or
                                       cfg.slots * slot_rows_bytes(shape.neurons, W, shape.width) <= LANE_PREDICTION_BYTES)
-    from_sources = learn or whole  # lanes new to their block read their source rows (else their blocks only)
+    blocks, q = train_rows(net, layer, cfg, sched, contexts, u, x, lanes, learn, from_sources=learn or whole)
+    net = net._replace(blocks=put(net.blocks, layer, blocks))
+    if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
+        filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
+        stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
+        net = net._replace(stamps=put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
+    if whole:
+        return net, jnp.moveaxis(q, 2, 1)
+    return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
+
+
+def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, lanes: Lanes,
+               learn: bool, from_sources: bool):
+    """Every lane's prediction ``q`` [S, N_i, W] and, when learning, its row updated on ``x``; returns the
+    layer's blocks and ``q``. Lanes new to their block read their source rows where ``from_sources`` (else
+    their blocks only). The layer's code path (config.py): every slot at once, the live slots chunk by
+    chunk, or the CPU kernel (§6.11)."""
+    shape = cfg.layers[layer]
+    S = cfg.slots
+    neurons = jnp.arange(shape.neurons)
+    positions = jnp.arange(S)[:, None]
+    blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
+    read = jnp.where(lanes.live[:, None], lanes.block, 0)
+    write = unique_or_drop(lanes.block, lanes.live[:, None], shape.blocks)
 
     @jax.named_scope("train_rows")
     def train(blocks, slot, lane_member, index, write_index, stale):
@@ -75,8 +104,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         rounds = -(-S // chunk)
         extra = rounds * chunk - S
         pad = lambda a, fill: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1), constant_values=fill)
-        padded_write = unique_or_drop(pad(block, -1), pad(live, False)[:, None], shape.blocks) if extra else write
-        items = (pad(member, 0), pad(read, 0), padded_write, pad(stale, False))
+        padded_write = unique_or_drop(pad(lanes.block, -1), pad(lanes.live, False)[:, None], shape.blocks) if extra else write
+        items = (pad(lanes.member, 0), pad(read, 0), padded_write, pad(lanes.stale, False))
 
         def body(r, carry):
             at = r * chunk
@@ -84,39 +113,28 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
             blocks, q = train(carry[0], (at + jnp.arange(chunk))[:, None, None], *taken)
             return blocks, jax.lax.dynamic_update_slice_in_dim(carry[1], q, at, 0)
 
-        q = jnp.full((rounds * chunk, shape.neurons, W), 0.5, cfg.rows.dtype)
+        q = jnp.full((rounds * chunk, shape.neurons, cfg.pool.lanes), 0.5, cfg.rows.dtype)
         blocks, q = jax.lax.fori_loop(0, (sched.size + chunk - 1) // chunk, body, (blocks, q))
         return blocks, q[:S]
 
     @jax.named_scope("train_rows")
     def train_native(blocks):
-        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11); lanes new to their
-        block read their sources where ``train``'s do (``from_sources``)."""
-        entry = source_entry(net, layer, cfg, positions[..., None], member, neurons[:, None])
-        new_lanes = stale if from_sources else jnp.zeros_like(stale)
+        """``train`` for every live slot at once, in place, by the CPU kernel (§6.11)."""
+        entry = source_entry(net, layer, cfg, positions[..., None], lanes.member, neurons[:, None])
+        new_lanes = lanes.stale if from_sources else jnp.zeros_like(lanes.stale)
         return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
                                sched.size, cfg.rows, learn=learn)
 
-    all_slots = lambda blocks: train(blocks, positions[..., None], member, read, write, stale)
+    all_slots = lambda blocks: train(blocks, positions[..., None], lanes.member, read, write, lanes.stale)
     if shape.vectorised and shape.slot_chunk < S:
         # on a CPU the live slots only, chunk by chunk; elsewhere every slot at once (a loop's every round
         # waits for the device there)
-        blocks, q = jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
-    elif shape.vectorised:
-        blocks, q = all_slots(blocks)
-    elif uses_kernel(cfg, shape):
-        blocks, q = jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
-    else:
-        blocks, q = train_slots(blocks, 1)
-    net = net._replace(blocks=put(net.blocks, layer, blocks))
-    if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
-        filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
-        stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
-        net = net._replace(stamps=put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
-    if whole:
-        return net, jnp.moveaxis(q, 2, 1)
-
-    return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
+        return jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
+    if shape.vectorised:
+        return all_slots(blocks)
+    if uses_kernel(cfg, shape):
+        return jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
+    return train_slots(blocks, 1)
 
 
 def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):

@@ -2,10 +2,11 @@
 
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
-decision compares) with the same dot product; it also takes a reservoir merge's largest keys. It is
-compiled on first use with the system's C++ compiler (``$CXX``, else ``c++``) against the headers jaxlib
-ships, and the library is kept in a cache directory (``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``)
-under a name that hashes the source, the compiler command and jaxlib's version. Without a compiler,
+decision compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest
+keys. They are compiled into one library on first use with the system's C++ compiler (``$CXX``, else
+``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
+(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``) under a name that hashes the sources, the
+compiler command and jaxlib's version. Without a compiler,
 where the build fails, or with ``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every
 platform it runs on; other platforms than the CPU always do.
 """
@@ -25,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SOURCE = Path(__file__).with_name("ggm_rows.cc")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("ggm_rows.cc", "largest_first.cc"))
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
            "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
            "nctl_pool_predictions": "NctlPoolPredictions",
@@ -42,16 +43,16 @@ def cache_dir() -> Path:
 
 def _command(output: Path) -> list[str]:
     compiler = shlex.split(os.environ.get("CXX", "c++"))
-    return [*compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", str(output)]
+    return [*compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", *map(str, SOURCES), "-o", str(output)]
 
 
 def _library() -> Path:
     """The compiled kernels, built into the cache unless already there (atomic: temp file + rename)."""
     from jaxlib.version import __version__ as jaxlib_version
 
-    key = hashlib.sha256(SOURCE.read_bytes())
+    key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES))
     key.update(" ".join(_command(Path("out")) + [jaxlib_version, platform.machine()]).encode())
-    path = cache_dir() / f"ggm_rows-{key.hexdigest()[:16]}.so"
+    path = cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(suffix=".so", dir=path.parent)

@@ -1,8 +1,7 @@
 // A layer's GGM rows on the CPU, as XLA FFI handlers (docs/algorithm.md §6.11): trained in place
 // (nctl_train_rows), predicted (nctl_predict_rows, nctl_row_predictions, a neuron's pool entries by
 // nctl_entry_predictions), and a pool decision's states
-// scored where they are stored (nctl_pool_predictions); all with one dot product. A reservoir merge's
-// sample (nctl_largest_first).
+// scored where they are stored (nctl_pool_predictions); all with one dot product.
 //
 // For every live slot p and neuron n, each of the W lanes reads its row (its block's, or its source's
 // where the lane is new to the block), predicts q = clip(sigma(w . u), eps, 1 - eps) and writes
@@ -407,24 +406,6 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
   return ffi::Error::Success();
 }
 
-// The indices of the k largest scores of each row of `score` ([..., m] float64, no NaN), largest first,
-// equal scores in index order (the order of jax.lax.top_k): a reservoir merge's weighted sample (§4.3),
-// one partial sort per row where XLA:CPU sorts each row twice.
-ffi::Error LargestFirst(ffi::Buffer<ffi::F64> score, ffi::ResultBuffer<ffi::S32> out) {
-  const int64_t m = score.dimensions().back(), k = out->dimensions().back();
-  if (m == 0 || k > m) return ffi::Error::InvalidArgument("nctl largest first: k exceeds the row");
-  const int64_t rows = score.element_count() / m;
-  std::vector<int32_t> order(m);
-  for (int64_t i = 0; i < rows; ++i) {
-    const double* s = score.typed_data() + i * m;
-    for (int64_t j = 0; j < m; ++j) order[j] = static_cast<int32_t>(j);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [s](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
-    std::copy(order.begin(), order.begin() + k, out->typed_data() + i * k);
-  }
-  return ffi::Error::Success();
-}
-
 #define NCTL_ROWS_BINDING                      \
   ffi::Ffi::Bind()                             \
       .Ctx<ffi::ThreadPool>()                  \
@@ -480,5 +461,3 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlPoolPredictions, PoolPredictions,
                                   .Attr<float>("init_value")
                                   .Attr<float>("prob_eps")
                                   .Ret<ffi::Buffer<ffi::F32>>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlLargestFirst, LargestFirst,
-                              ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F64>>().Ret<ffi::Buffer<ffi::S32>>());

@@ -182,7 +182,7 @@ def allocation(what: str, needed: int, remedy: str):
 MAPS_SHARE = 0.5  # drop compiled programs once the process holds this share of the kernel's mapping limit
 
 
-def _map_counts() -> tuple[int, int] | None:
+def map_counts() -> tuple[int, int] | None:
     """(memory mappings this process holds, the kernel's limit vm.max_map_count); None off Linux."""
     try:
         limit = int(Path("/proc/sys/vm/max_map_count").read_text())
@@ -197,7 +197,7 @@ def trim_compiled_programs() -> bool:
     program XLA compiles for the CPU holds about a thousand mappings; a process that compiles many
     configurations (a sweep, a test suite) would otherwise pass the limit and abort. Programs still
     needed compile again (or load from the persistent cache). Returns whether they were dropped."""
-    counts = _map_counts()
+    counts = map_counts()
     if counts is None or counts[0] < MAPS_SHARE * counts[1]:
         return False
     jax.clear_caches()
