@@ -123,9 +123,9 @@ def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.p
     learner's engine module (another checkout's, in ``interleaved.py``)."""
     state, cfg = model.state_, model.cfg_
     nets = state.nets
-    in_pool = nets.in_pool.at[:, :pool].set(True)
-    roster = jnp.broadcast_to(jnp.arange(pool, dtype=jnp.int32)[None, :, None], nets.roster.shape)
-    state = state._replace(nets=nets._replace(in_pool=in_pool, roster=roster))
+    in_pool = nets.pool.in_pool.at[:, :pool].set(True)
+    roster = jnp.broadcast_to(jnp.arange(pool, dtype=jnp.int32)[None, :, None], nets.pool.roster.shape)
+    state = state._replace(nets=nets.with_pool(in_pool=in_pool, roster=roster))
     model.state_ = None  # the state's buffers are donated to the jump: one copy of the arenas at a time
     advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.step.advance(s, cfg, False), s),
                       donate_argnums=0)

@@ -88,8 +88,8 @@ def test_pseudo_task_networks_draw_stored_entries_independently_per_neuron(trace
         layers = saliency.pool_sample_network(learner, jax.random.PRNGKey(seed))
         chosen = []
         for index, (layer, shape) in enumerate(zip(layers, learner.cfg_.layers)):
-            pool_w = np.asarray(learner.state_.nets.pool_rows[index][0])  # [N_i, C, E, K]
-            valid = np.asarray(learner.state_.nets.in_pool[0])[:, shape.offset:shape.offset + shape.neurons]  # [E, N_i]
+            pool_w = np.asarray(learner.state_.nets.arena.pool_rows[index][0])  # [N_i, C, E, K]
+            valid = np.asarray(learner.state_.nets.pool.in_pool[0])[:, shape.offset:shape.offset + shape.neurons]  # [E, N_i]
             for n in range(pool_w.shape[0]):
                 hits = [e for e in range(pool_w.shape[2])
                         if valid[e, n] and np.array_equal(pool_w[n, :, e], np.asarray(layer.weights[n]))]
@@ -197,8 +197,8 @@ def test_pool_history_counters_add_up_and_entries_know_their_origin(stream, tmp_
     assert pools.task_shares(history, 0, task, 3)[-1, 0] > 0  # concept A is back in the last segment
     learner.save(tmp_path / "model.npz")  # the provenance fields round-trip
     restored = nctl.load(tmp_path / "model.npz")
-    np.testing.assert_array_equal(restored.state_.nets.born, learner.state_.nets.born)
-    np.testing.assert_array_equal(restored.state_.nets.events, learner.state_.nets.events)
+    np.testing.assert_array_equal(restored.state_.nets.pool.born, learner.state_.nets.pool.born)
+    np.testing.assert_array_equal(restored.state_.nets.pool.events, learner.state_.nets.pool.events)
 
 
 def test_record_needs_a_chunk_aligned_learner(stream):

@@ -245,11 +245,11 @@ def assert_same_learner(a, b):
     that no member holds or that is older than its member's hold (§5.3: it is refilled from the
     member's source when next trained)."""
     sa, sb = a.state_, b.state_
-    nets_a, nets_b = sa.nets._replace(blocks=None), sb.nets._replace(blocks=None)
+    nets_a, nets_b = sa.nets.with_arena(blocks=None), sb.nets.with_arena(blocks=None)
     for x, z in zip(jax.tree.leaves((sa.schedule, nets_a, sa.records, sa.key)),
                     jax.tree.leaves((sb.schedule, nets_b, sb.records, sb.key))):
         np.testing.assert_array_equal(x, z)
-    block_of = np.asarray(sa.nets.block_of)
+    block_of = np.asarray(sa.nets.slots.block_of)
     for layer, shape in enumerate(a.cfg_.layers):
         for net in range(block_of.shape[0]):
             cols = slice(shape.offset, shape.offset + shape.neurons)
@@ -257,11 +257,11 @@ def assert_same_learner(a, b):
             used = blocks >= 0
             read = np.broadcast_to(used[..., None], used.shape + (a.cfg_.pool.lanes,))  # [S, N_i, C, W]
             if a.cfg_.pool.bounded:
-                stamps = np.asarray(sa.nets.stamps[layer][net])[np.maximum(blocks, 0)]
-                held = np.asarray(sa.nets.lanes[net])[:, cols, None] >= 0
-                read = read & held & (stamps >= np.asarray(sa.nets.lane_since[net])[:, cols, None])
-            rows_a = np.asarray(sa.nets.blocks[layer][net])[np.maximum(blocks, 0)]  # [S, N_i, C, W, width]
-            rows_b = np.asarray(sb.nets.blocks[layer][net])[np.maximum(blocks, 0)]
+                stamps = np.asarray(sa.nets.arena.stamps[layer][net])[np.maximum(blocks, 0)]
+                held = np.asarray(sa.nets.slots.lanes[net])[:, cols, None] >= 0
+                read = read & held & (stamps >= np.asarray(sa.nets.slots.lane_since[net])[:, cols, None])
+            rows_a = np.asarray(sa.nets.arena.blocks[layer][net])[np.maximum(blocks, 0)]  # [S, N_i, C, W, width]
+            rows_b = np.asarray(sb.nets.arena.blocks[layer][net])[np.maximum(blocks, 0)]
             np.testing.assert_array_equal(rows_a[read], rows_b[read])
 
 
@@ -346,7 +346,7 @@ def test_candidate_contexts_hold_the_engines_contexts_and_both_sides_of_a_gate_o
     model = nctl.NCTL(**SMALL_NCTL)
     X, y = stream_arrays(40)
     model.learn_many(X[:1], y[:1])
-    normals, offsets = np.asarray(model.state_.nets.normals[0]), np.asarray(model.state_.nets.offsets[0])
+    normals, offsets = np.asarray(model.state_.nets.gates.normals[0]), np.asarray(model.state_.nets.gates.offsets[0])
     on_gate = offsets[0, 0] * normals[0, 0]  # neuron 0's first hyperplane passes through this point
     rows = np.vstack([X, on_gate]).astype(np.float32)
     reach = engine.forks.candidate_contexts(normals[None], offsets[None], rows)[0]  # [N, C]
@@ -428,7 +428,7 @@ def test_hyperplanes_are_the_states_and_a_glns_of_the_same_seed():
     model.learn_many(X, y)
     twin.learn_many(X, y)
     reported = model.hyperplanes(X.shape[1])
-    for part, held in enumerate((model.state_.nets.normals, model.state_.nets.offsets)):  # normals, offsets
+    for part, held in enumerate((model.state_.nets.gates.normals, model.state_.nets.gates.offsets)):  # normals, offsets
         assert np.array_equal(np.stack([np.concatenate([layer[part] for layer in net]) for net in reported]),
                               np.asarray(held))
         assert all(np.array_equal(np.asarray(layer.gates[part]), np.stack([net[i][part] for net in reported]))

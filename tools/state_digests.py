@@ -53,7 +53,7 @@ def in_place_order(state, cfg):
     the block ids, and without the free stacks: the same whether a layer keeps its blocks in a
     free-stack arena or at fixed places (docs/algorithm.md §6.2)."""
     live = np.arange(cfg.slots) < int(state.schedule.size)
-    block_of = np.where(live[None, :, None, None], np.asarray(state.nets.block_of), -1)  # [nets, S, N, C]
+    block_of = np.where(live[None, :, None, None], np.asarray(state.nets.slots.block_of), -1)  # [nets, S, N, C]
 
     def ordered(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
         out = []
@@ -65,9 +65,10 @@ def in_place_order(state, cfg):
             out.append(np.where(held, np.take_along_axis(arena, index, axis=1), 0))
         return tuple(out)
 
-    nets = state.nets._replace(blocks=ordered(state.nets.blocks), free=None, n_free=None, block_of=block_of >= 0)
-    if nets.stamps is not None:
-        nets = nets._replace(stamps=ordered(nets.stamps))
+    nets = state.nets.with_arena(blocks=ordered(state.nets.arena.blocks), free=None, n_free=None)
+    nets = nets.with_slots(block_of=block_of >= 0)
+    if nets.arena.stamps is not None:
+        nets = nets.with_arena(stamps=ordered(nets.arena.stamps))
     return state._replace(nets=nets)
 
 

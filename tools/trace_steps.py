@@ -59,7 +59,7 @@ def print_decisions() -> None:
 
     def shown_lanes(net, sched, cfg):
         lanes, since = assign_lanes(net, sched, cfg)
-        show("lanes", sched.t, (net.logprior + net.loglik)[:, :, 0], lanes[:, 0])  # first neuron, every slot
+        show("lanes", sched.t, (net.slots.logprior + net.slots.loglik)[:, :, 0], lanes[:, 0])  # first neuron, every slot
         return lanes, since
 
     pool.beats, pool.select_winner, engine.step.assign_lanes = shown_beats, shown_winner, shown_lanes
@@ -83,8 +83,8 @@ def main() -> None:
     other = np.load(args.compare) if args.compare else None
     if other is not None:
         learner.predict_proba_many(X[:1])  # creates the state; the learner does not change
-        nets = learner.state_.nets._replace(normals=jnp.asarray(other["0/.nets.normals"]),
-                                            offsets=jnp.asarray(other["0/.nets.offsets"]))
+        nets = learner.state_.nets._replace(gates=learner.state_.nets.gates._replace(
+            normals=jnp.asarray(other["0/.nets.gates.normals"]), offsets=jnp.asarray(other["0/.nets.gates.offsets"])))
         learner.state_ = learner.state_._replace(nets=nets)
     saved = {}
     for step in range(args.steps):

@@ -111,8 +111,8 @@ class FMN:
         state, _, probs, (evidence, events) = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits,
                                                             _observe)
         p1 = probs[:, 0]
-        roster = np.asarray(state.nets.roster[0, :, 0])
-        stored = np.asarray(state.nets.pool_rows[0][0, 0, 0])
+        roster = np.asarray(state.nets.pool.roster[0, :, 0])
+        stored = np.asarray(state.nets.arena.pool_rows[0][0, 0, 0])
         pool = tuple(tuple(float(v) for v in stored[e]) for e in roster if e >= 0)
         return SequenceRun(p1, np.log(np.where(bits == 1, p1, 1.0 - p1)), evidence, events, pool)
 
@@ -126,7 +126,7 @@ class FMN:
 def _observe(state: engine.State, cfg: engine.EngineConfig):
     """The neuron's evidence after a step and its event counts (which include the step's own boundary)."""
     net = jax.tree.map(lambda a: a[0], state.nets)
-    return engine.posterior.posterior(net, state.schedule, cfg).log_evidence[0], net.events[0]
+    return engine.posterior.posterior(net, state.schedule, cfg).log_evidence[0], net.pool.events[0]
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
     net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)  # the binary network
     shape, W, slot = cfg.layers[0], cfg.pool.lanes, 0
     rng = np.random.default_rng(0)
-    pool_rows = rng.normal(size=net.pool_rows[0].shape).astype(np.float32)  # stored states to copy from
-    entries = rng.integers(-1, cfg.entries, net.source[slot].shape, dtype=np.int32)  # -1: a fresh row
-    source = net.source.at[slot].set(entries)
-    net = net._replace(pool_rows=(jnp.asarray(pool_rows),) + net.pool_rows[1:], source=source)
+    pool_rows = rng.normal(size=net.arena.pool_rows[0].shape).astype(np.float32)  # stored states to copy from
+    entries = rng.integers(-1, cfg.entries, net.slots.source[slot].shape, dtype=np.int32)  # -1: a fresh row
+    source = net.slots.source.at[slot].set(entries)
+    net = net.with_arena(pool_rows=(jnp.asarray(pool_rows),) + net.arena.pool_rows[1:]).with_slots(source=source)
     local, contexts = jnp.arange(shape.neurons)[:, None], jnp.arange(cfg.contexts)[None, :]
-    new = net.block_of[slot, shape.offset + local, contexts] < 0
+    new = net.slots.block_of[slot, shape.offset + local, contexts] < 0
     chosen = new & jnp.asarray(rng.random(new.shape) < 0.7)  # a sparse mask: compaction has work to do
     assert 0 < int(jnp.sum(chosen)) < int(jnp.sum(new))
     # blocks for all the new items, filled for the chosen ones
@@ -29,7 +29,7 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
 
     def filled(round_bytes):  # each traced (and compiled whole, not op by op) with its round size
         monkeypatch.setattr(engine.arena, "FILL_ROUND_BYTES", round_bytes)
-        return jax.jit(lambda net: engine.arena.fill_blocks(net, 0, cfg, slot, local, contexts, block, chosen))(net).blocks[0]
+        return jax.jit(lambda net: engine.arena.fill_blocks(net, 0, cfg, slot, local, contexts, block, chosen))(net).arena.blocks[0]
 
     assert engine.arena.fill_round(shape, W) >= chosen.size  # the default: one pass
     one_pass = filled(engine.arena.FILL_ROUND_BYTES)
@@ -42,7 +42,7 @@ def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
     ids = np.asarray(block)[np.asarray(chosen)]
     np.testing.assert_array_equal(np.asarray(one_pass)[ids], sources[np.asarray(chosen)])
     untouched = np.setdiff1d(np.arange(shape.blocks), ids)
-    np.testing.assert_array_equal(np.asarray(one_pass)[untouched], np.asarray(net.blocks[0])[untouched])
+    np.testing.assert_array_equal(np.asarray(one_pass)[untouched], np.asarray(net.arena.blocks[0])[untouched])
     left = np.asarray(block)[np.asarray(new & ~chosen)]  # allocated, not chosen: still not their sources
     assert not np.array_equal(np.asarray(one_pass)[left], sources[np.asarray(new & ~chosen)])
 
@@ -88,28 +88,29 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)
     rng = np.random.default_rng(1)
     R, C = cfg.pool.reservoir_size, cfg.contexts
-    pool_rows = jnp.asarray(rng.normal(size=net.pool_rows[0].shape).astype(np.float32))
-    source = net.source.at[0, 0, 0].set(1).at[0, 1, 0].set(0).at[3, 0, 0].set(1)  # slot, member, neuron
-    net = net._replace(pool_rows=(pool_rows,) + net.pool_rows[1:], source=source,
-                       lineage=net.lineage.at[1, 0, :5].set(jnp.arange(40, 45, dtype=jnp.int32)),
-                       lineage_n=net.lineage_n.at[1, 0].set(5), lineage_seen=net.lineage_seen.at[1, 0].set(9))
+    pool_rows = jnp.asarray(rng.normal(size=net.arena.pool_rows[0].shape).astype(np.float32))
+    source = net.slots.source.at[0, 0, 0].set(1).at[0, 1, 0].set(0).at[3, 0, 0].set(1)  # slot, member, neuron
+    lineage = net.pool.lineage
+    lineage = lineage._replace(ids=lineage.ids.at[1, 0, :5].set(jnp.arange(40, 45, dtype=jnp.int32)),
+                               n=lineage.n.at[1, 0].set(5), seen=lineage.seen.at[1, 0].set(9))
+    net = net.with_arena(pool_rows=(pool_rows,) + net.arena.pool_rows[1:]).with_slots(source=source).with_pool(lineage=lineage)
     detach = jax.jit(pool_update.detach, static_argnums=(3, 4))
     writes = jnp.zeros(cfg.neurons, bool).at[0].set(True)
     out = detach(net, writes, jnp.full(cfg.neurons, 1, jnp.int32), 2, cfg)  # slots 0 and 1 continue
 
-    np.testing.assert_array_equal(np.asarray(out.slot_lineage[0, 0, 0, :5]), np.arange(40, 45))
-    assert (int(out.slot_lineage_n[0, 0, 0]), int(out.slot_lineage_seen[0, 0, 0])) == (5, 9)
-    hit = np.zeros(net.detached.shape, bool)
+    np.testing.assert_array_equal(np.asarray(out.slots.lineage.ids[0, 0, 0, :5]), np.arange(40, 45))
+    assert (int(out.slots.lineage.n[0, 0, 0]), int(out.slots.lineage.seen[0, 0, 0])) == (5, 9)
+    hit = np.zeros(net.slots.detached.shape, bool)
     hit[0, 0, 0] = True
-    np.testing.assert_array_equal(np.asarray(out.detached), np.asarray(net.detached) | hit)
-    for name in ("slot_lineage", "slot_lineage_n", "slot_lineage_seen"):
-        got, before = np.asarray(getattr(out, name)), np.asarray(getattr(net, name))
+    np.testing.assert_array_equal(np.asarray(out.slots.detached), np.asarray(net.slots.detached) | hit)
+    for name in out.slots.lineage._fields:
+        got, before = np.asarray(getattr(out.slots.lineage, name)), np.asarray(getattr(net.slots.lineage, name))
         np.testing.assert_array_equal(got[~hit], before[~hit], err_msg=name)
-    blocks = np.asarray(out.block_of[0, 0])  # slot 0, neuron 0: every context materialised
-    assert np.all(blocks >= 0) and np.all(np.asarray(out.block_of[1:]) == np.asarray(net.block_of[1:]))
+    blocks = np.asarray(out.slots.block_of[0, 0])  # slot 0, neuron 0: every context materialised
+    assert np.all(blocks >= 0) and np.all(np.asarray(out.slots.block_of[1:]) == np.asarray(net.slots.block_of[1:]))
     for c in range(C):  # member 0 from the entry about to be overwritten, member 1 from entry 0
-        np.testing.assert_array_equal(np.asarray(out.blocks[0][blocks[c], 0]), np.asarray(pool_rows[0, c, 1]))
-        np.testing.assert_array_equal(np.asarray(out.blocks[0][blocks[c], 1]), np.asarray(pool_rows[0, c, 0]))
+        np.testing.assert_array_equal(np.asarray(out.arena.blocks[0][blocks[c], 0]), np.asarray(pool_rows[0, c, 1]))
+        np.testing.assert_array_equal(np.asarray(out.arena.blocks[0][blocks[c], 1]), np.asarray(pool_rows[0, c, 0]))
 
     unread = detach(net, writes, jnp.full(cfg.neurons, 2, jnp.int32), 2, cfg)  # no continuing member reads entry 2
     for got, before in zip(jax.tree.leaves(unread), jax.tree.leaves(net)):

@@ -225,7 +225,7 @@ def test_a_record_arena_doubled_mid_stream_changes_nothing(monkeypatch):
     for cfg in (roomy, small):
         state = engine.init(cfg, jax.random.PRNGKey(0), 0)
         state, final, probs, _ = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits)
-        runs.append((probs, np.asarray(state.nets.roster), final.record_rows))
+        runs.append((probs, np.asarray(state.nets.pool.roster), final.record_rows))
     assert runs[1][2] > 48 and runs[1][2] < roomy.record_rows  # it grew, from less than the roomy arena
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])

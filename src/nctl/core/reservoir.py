@@ -1,7 +1,7 @@
 """Uniform reservoir samples of a stream, and merging two of them (docs/algorithm.md §4.3).
 
 A reservoir of capacity ``R`` holds ``n <= R`` items in positions ``0 .. n-1`` and has been offered
-``seen`` items. The callers own the item storage; these functions only decide positions.
+``seen`` items (``Reservoir``: the engine's samples of record ids). These functions only decide positions.
 
 All randomness is a counter-based hash of ``(seed, tag, segment start, step)``, so two tree levels that
 start together sample identically, every implementation can draw the same numbers, and no generator
@@ -10,11 +10,22 @@ a handful of vectorised operations; JAX's threefry keys lower to rolled loops on
 more than the whole step they serve).
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import native
+
+class Reservoir(NamedTuple):
+    """A sample of record ids: ``ids [..., R]`` int32 (-1 empty) and, per sample, ``n`` held and ``seen``
+    offered (int32)."""
+
+    ids: jax.Array
+    n: jax.Array
+    seen: jax.Array
+
 
 SEGMENT_TAG = 0
 MERGE_TAG = 1

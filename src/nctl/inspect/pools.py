@@ -36,7 +36,7 @@ def _snapshot(learner, klass: int):
     net, layers = learner.state_.nets, learner.cfg_.layers
     part = lambda a, axis: [np.take(np.asarray(a[klass]), range(s.offset, s.offset + s.neurons), axis=axis)
                             for s in layers]
-    return part(net.born, 1), part(net.in_pool, 1), part(net.events, 0)
+    return part(net.pool.born, 1), part(net.pool.in_pool, 1), part(net.pool.events, 0)
 
 
 def record(learner, X, y, klass: int = 0) -> PoolHistory:

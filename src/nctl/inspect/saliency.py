@@ -44,10 +44,10 @@ def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
         born = jnp.zeros(shape.neurons, jnp.int32)
         if k:  # a member still attached to its source entry carries that entry's lineage
             m = jnp.minimum(member[cols], k - 1)
-            entry = net.source[slot[cols], m, neurons[cols]]
-            attached = (member[cols] < k) & (entry >= 0) & ~net.detached[slot[cols], m, neurons[cols]]
-            born = jnp.where(attached, net.born[jnp.maximum(entry, 0), neurons[cols]], 0)
-        out.append((gln.Layer(gating.Gates(net.normals[cols], net.offsets[cols]), weights), born))
+            entry = net.slots.source[slot[cols], m, neurons[cols]]
+            attached = (member[cols] < k) & (entry >= 0) & ~net.slots.detached[slot[cols], m, neurons[cols]]
+            born = jnp.where(attached, net.pool.born[jnp.maximum(entry, 0), neurons[cols]], 0)
+        out.append((gln.Layer(jax.tree.map(lambda a: a[cols], net.gates), weights), born))
     return tuple(out)
 
 
@@ -72,7 +72,7 @@ def map_born(learner, klass: int = 0) -> tuple[np.ndarray, ...]:
 def pool_sample_network(learner, key, klass: int = 0) -> tuple[gln.Layer, ...]:
     """A pseudo-task GLN: every neuron takes a uniformly drawn state of its own pool."""
     state, cfg = _checked(learner)
-    if not bool(jnp.all(jnp.any(state.nets.in_pool[klass], axis=0))):
+    if not bool(jnp.all(jnp.any(state.nets.pool.in_pool[klass], axis=0))):
         raise ValueError("a neuron's pool is empty: there is nothing to sample")
     return _sample_layers(state, cfg, key, klass)
 
@@ -80,12 +80,12 @@ def pool_sample_network(learner, key, klass: int = 0) -> tuple[gln.Layer, ...]:
 @partial(jax.jit, static_argnums=(1, 3))
 def _sample_layers(state: engine.State, cfg: engine.EngineConfig, key, klass: int):
     net = jax.tree.map(lambda a: a[klass], state.nets)
-    entry = jax.random.categorical(key, jnp.where(net.in_pool.T, 0.0, -jnp.inf))  # [N]
+    entry = jax.random.categorical(key, jnp.where(net.pool.in_pool.T, 0.0, -jnp.inf))  # [N]
     layers = []
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
-        weights = net.pool_rows[layer][jnp.arange(shape.neurons), :, entry[cols]]  # [N_i, C, K]
-        layers.append(gln.Layer(gating.Gates(net.normals[cols], net.offsets[cols]), weights))
+        weights = net.arena.pool_rows[layer][jnp.arange(shape.neurons), :, entry[cols]]  # [N_i, C, K]
+        layers.append(gln.Layer(jax.tree.map(lambda a: a[cols], net.gates), weights))
     return tuple(layers)
 
 

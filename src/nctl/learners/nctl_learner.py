@@ -231,7 +231,7 @@ class NCTL(OnlineLearner):
         """Per class network, per layer: ``[N_i, 4]`` counts of refine, skip, add and evict (§4.5)."""
         if self.state_ is None:
             raise ValueError("the learner has not seen any example yet")
-        events = np.asarray(self.state_.nets.events)
+        events = np.asarray(self.state_.nets.pool.events)
         return tuple(tuple(net[s.offset:s.offset + s.neurons] for s in self.cfg_.layers) for net in events)
 
     # -- save / load

@@ -31,8 +31,8 @@ Where each part lives, in the order a step runs through them:
   learner; ``forks``: journals and undo.
 
 Layout (§6): neurons of all layers sit side by side in every per-neuron array (``N`` in all); each
-layer keeps its pool entries as ``pool_rows [N_i, C, E, width]`` and its slots' trained rows as
-``blocks [A_i, W, width]``, one block (the ``W`` lanes' rows, contiguous) per (slot, neuron, context)
+layer keeps its pool entries as ``arena.pool_rows [N_i, C, E, width]`` and its slots' trained rows as
+``arena.blocks [A_i, W, width]``, one block (the ``W`` lanes' rows, contiguous) per (slot, neuron, context)
 the slot's segment has visited. A step reads and writes whole blocks; a lane new to its block reads its
 source row instead (§6.2).
 

@@ -24,14 +24,15 @@ def allocate(net: Net, layer: int, cfg: EngineConfig, need, slot, neuron, contex
     col = shape.offset + neuron
     if shape.fixed:
         ids = ((slot * shape.neurons + neuron) * cfg.contexts + context).astype(jnp.int32)
-        block = jnp.where(need, ids, net.block_of[slot, col, context])
-        return net._replace(block_of=net.block_of.at[slot, col, context].set(block)), block
+        block = jnp.where(need, ids, net.slots.block_of[slot, col, context])
+        return net.with_slots(block_of=net.slots.block_of.at[slot, col, context].set(block)), block
     rank = (jnp.cumsum(need.reshape(-1)) - 1).reshape(need.shape)
-    top = net.n_free[layer]
-    ids = net.free[layer][jnp.clip(top - 1 - rank, 0, shape.blocks - 1)]
-    block = jnp.where(need, ids, net.block_of[slot, col, context])
-    block_of = net.block_of.at[slot, col, context].set(block)
-    return net._replace(block_of=block_of, n_free=net.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
+    top = net.arena.n_free[layer]
+    ids = net.arena.free[layer][jnp.clip(top - 1 - rank, 0, shape.blocks - 1)]
+    block = jnp.where(need, ids, net.slots.block_of[slot, col, context])
+    block_of = net.slots.block_of.at[slot, col, context].set(block)
+    net = net.with_slots(block_of=block_of)
+    return net.with_arena(n_free=net.arena.n_free.at[layer].add(-jnp.sum(need, dtype=jnp.int32))), block
 
 
 FILL_ROUND_BYTES = 2**16  # a fill round of a small layer copies up to this many bytes of source rows
@@ -60,9 +61,9 @@ def fill_blocks(net: Net, layer: int, cfg: EngineConfig, slot, neuron, context, 
         member = jnp.arange(W)[None, :]
         rows = source_weights(net, layer, cfg, slot[i][:, None], member, neuron[i][:, None], context[i][:, None])
         dest = unique_or_drop(block[i][:, None] * W + member, valid[:, None], shape.blocks * W)
-        blocks = net.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
+        blocks = net.arena.blocks[layer].reshape(-1, shape.width).at[dest.reshape(-1)].set(
             rows.reshape(-1, shape.width), mode="drop", unique_indices=True).reshape(shape.blocks, W, shape.width)
-        return net._replace(blocks=put(net.blocks, layer, blocks))
+        return net.with_arena(blocks=put(net.arena.blocks, layer, blocks))
 
     if fill_round(shape, W) >= count:
         return write(net, jnp.arange(count), pending)
@@ -101,14 +102,14 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
         return net
 
     def one_slot(p, net):
-        free, n_free = list(net.free), net.n_free
+        free, n_free = list(net.arena.free), net.arena.n_free
         for index in stacked:
             shape = cfg.layers[index]
-            ids = net.block_of[p, shape.offset:shape.offset + shape.neurons].reshape(-1)
+            ids = net.slots.block_of[p, shape.offset:shape.offset + shape.neurons].reshape(-1)
             held = ids >= 0
             at = unique_or_drop(n_free[index] + running_count(held) - 1, held, shape.blocks)
             free[index] = free[index].at[at].set(ids, mode="drop", unique_indices=True)
             n_free = n_free.at[index].add(jnp.sum(held, dtype=jnp.int32))
-        return net._replace(free=tuple(free), n_free=n_free)
+        return net.with_arena(free=tuple(free), n_free=n_free)
 
     return jax.lax.fori_loop(first, stop, one_slot, net)

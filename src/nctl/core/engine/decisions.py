@@ -120,7 +120,7 @@ def skips(at: _Layer, neurons, needed):
     close, cfg = at.close, at.cfg
     cols = cfg.layers[at.layer].offset + neurons
     used, joint = close.segment_used, cfg.pool.joint_evidence
-    roster = at.net.roster[:, cols].T  # [B, k]: the pool at the boundary's start, in pool order
+    roster = at.net.pool.roster[:, cols].T  # [B, k]: the pool at the boundary's start, in pool order
     alive = (roster >= 0) & close.in_pool[jnp.maximum(roster, 0), cols[:, None]]
     # members: the winner, then the states stored by the longer segments closing at this boundary
     slots = jnp.concatenate([close.slot[None], close.pending_slot])
@@ -160,7 +160,7 @@ def scores(at: _Layer, neurons, needed, ids, c, x, entries, slots, members, on, 
 
     if not at.kernel:
         u = _record_inputs(at, ids)
-        return cfg.rows.likelihood(gathered_stored(net.pool_rows[layer], u), x[..., None]), \
+        return cfg.rows.likelihood(gathered_stored(net.arena.pool_rows[layer], u), x[..., None]), \
             lambda m: cfg.rows.likelihood(gathered_member(m, u), x)
 
     # the kernel scores the pool entries and the members in one pass over the records (other
@@ -174,11 +174,11 @@ def scores(at: _Layer, neurons, needed, ids, c, x, entries, slots, members, on, 
     block, lane, owns = member_row(net, layer, cfg, slots[:, None, None], members[..., None],
                                    neurons[None, :, None], c[None])  # [M, B, R]
     entry = source_entry(net, layer, cfg, slots[:, None], members, neurons[None])  # [M, B]
-    rows = jnp.where(owns, jnp.maximum(block, 0) * net.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
+    rows = jnp.where(owns, jnp.maximum(block, 0) * net.arena.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
     table, offset, bound = _input_table(at)
     scored = on & needed & (jnp.arange(slots.shape[0]) < count)[:, None]
-    q = jax.lax.platform_dependent(net.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
-        pool_rows, net.blocks[layer], jnp.where(needed, neurons, -1), c, entries, rows, scored, table, ids, offset,
+    q = jax.lax.platform_dependent(net.arena.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
+        pool_rows, net.arena.blocks[layer], jnp.where(needed, neurons, -1), c, entries, rows, scored, table, ids, offset,
         bound, mixing.BIAS_LOGIT, cfg.rows.init_value(shape.fan_in), cfg.rows.prob_eps), default=gathered)
     q = cfg.rows.likelihood(q, x[..., None])
     J = entries.shape[-1]

@@ -43,7 +43,7 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
         return None
     nets = state.nets
     normals, offsets, block_of, size, popped = jax.device_get(
-        (nets.normals, nets.offsets, nets.block_of, state.schedule.size, _lowest_popped(state.schedule, n)))
+        (nets.gates.normals, nets.gates.offsets, nets.slots.block_of, state.schedule.size, _lowest_popped(state.schedule, n)))
     reachable = candidate_contexts(normals, offsets, np.asarray(X, np.float32))  # [nets, N, C]
     ids, rows = [], []
     for layer, shape in enumerate(cfg.layers):
@@ -60,7 +60,7 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
         for i, t in enumerate(touched):
             padded[i, :len(t)] = t
         ids.append(jnp.asarray(padded))
-        rows.append(_gather_blocks(nets.blocks[layer], ids[-1]))
+        rows.append(_gather_blocks(nets.arena.blocks[layer], ids[-1]))
     return Journal(jax.tree.map(jnp.copy, _without_arenas(state, boundaries > 0)), tuple(ids), tuple(rows))
 
 
@@ -102,10 +102,10 @@ def _without_arenas(state: State, boundary: bool) -> State:
     rows) and, unless a pool ``boundary`` falls among the rows, the pool entries (written at boundaries
     only) and the records' arrays (written, until a boundary, in the rows it reserved, which no
     reservoir held)."""
-    state = state._replace(nets=state.nets._replace(blocks=None))
+    state = state._replace(nets=state.nets.with_arena(blocks=None))
     if boundary:
         return state
-    nets = state.nets._replace(pool_rows=None, hidden=None, record_contexts=None)
+    nets = state.nets.with_arena(pool_rows=None)._replace(hidden=None, record_contexts=None)
     return state._replace(nets=nets, records=state.records._replace(z=None, y=None))
 
 
@@ -113,11 +113,11 @@ def _without_arenas(state: State, boundary: bool) -> State:
 def undo(state: State, journal: Journal) -> State:
     """``state`` as it was when ``journal`` was taken, from the state after the rows were learned (§6.7)."""
     blocks = tuple(jax.vmap(lambda b, i, r: b.at[i].set(r, mode="drop"))(b, i, r)
-                   for b, i, r in zip(state.nets.blocks, journal.ids, journal.rows))
+                   for b, i, r in zip(state.nets.arena.blocks, journal.ids, journal.rows))
     small = journal.small
-    nets, records = small.nets._replace(blocks=blocks), small.records
-    if nets.pool_rows is None:  # no pool boundary among the rows: what it alone writes was not copied
-        nets = nets._replace(pool_rows=state.nets.pool_rows, hidden=state.nets.hidden,
-                             record_contexts=state.nets.record_contexts)
+    nets, records = small.nets.with_arena(blocks=blocks), small.records
+    if nets.arena.pool_rows is None:  # no pool boundary among the rows: what it alone writes was not copied
+        nets = nets.with_arena(pool_rows=state.nets.arena.pool_rows)._replace(
+            hidden=state.nets.hidden, record_contexts=state.nets.record_contexts)
         records = records._replace(z=state.records.z, y=state.records.y)
     return small._replace(nets=nets, records=records)

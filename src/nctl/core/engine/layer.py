@@ -44,11 +44,11 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     W, S = cfg.pool.lanes, cfg.slots
     neurons = jnp.arange(shape.neurons)
     live = jnp.arange(S) < sched.size
-    block = net.block_of[jnp.arange(S)[:, None], shape.offset + neurons, contexts]  # [S, N_i]
+    block = net.slots.block_of[jnp.arange(S)[:, None], shape.offset + neurons, contexts]  # [S, N_i]
     if cfg.pool.bounded:
-        member = net.lanes[:, shape.offset + neurons]  # [S, N_i, W]
-        stamp = net.stamps[layer][jnp.maximum(block, 0)]
-        current = (block >= 0)[..., None] & (member >= 0) & (stamp >= net.lane_since[:, shape.offset + neurons])
+        member = net.slots.lanes[:, shape.offset + neurons]  # [S, N_i, W]
+        stamp = net.arena.stamps[layer][jnp.maximum(block, 0)]
+        current = (block >= 0)[..., None] & (member >= 0) & (stamp >= net.slots.lane_since[:, shape.offset + neurons])
     else:
         member = jnp.broadcast_to(jnp.arange(W), (S, shape.neurons, W))
         current = jnp.broadcast_to((block >= 0)[..., None], member.shape)
@@ -62,11 +62,11 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     whole = not cfg.pool.bounded and (learn or shape.vectorised or
                                       cfg.slots * slot_rows_bytes(shape.neurons, W, shape.width) <= LANE_PREDICTION_BYTES)
     blocks, q = train_rows(net, layer, cfg, sched, contexts, u, x, lanes, learn, from_sources=learn or whole)
-    net = net._replace(blocks=put(net.blocks, layer, blocks))
+    net = net.with_arena(blocks=put(net.arena.blocks, layer, blocks))
     if learn and cfg.pool.bounded:  # the lanes just started from their sources are current from now on
         filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
-        stamps = net.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
-        net = net._replace(stamps=put(net.stamps, layer, stamps.reshape(shape.blocks, W)))
+        stamps = net.arena.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
+        net = net.with_arena(stamps=put(net.arena.stamps, layer, stamps.reshape(shape.blocks, W)))
     if whole:
         return net, jnp.moveaxis(q, 2, 1)
     return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
@@ -82,7 +82,7 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     S = cfg.slots
     neurons = jnp.arange(shape.neurons)
     positions = jnp.arange(S)[:, None]
-    blocks = net.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
+    blocks = net.arena.blocks[layer]  # gathers and scatters move whole blocks, kept [W, width] (no layout copy)
     read = jnp.where(lanes.live[:, None], lanes.block, 0)
     write = unique_or_drop(lanes.block, lanes.live[:, None], shape.blocks)
 
@@ -122,7 +122,7 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         """``train`` for every live slot at once, in place, by the CPU kernel (§6.11)."""
         entry = source_entry(net, layer, cfg, positions[..., None], lanes.member, neurons[:, None])
         new_lanes = lanes.stale if from_sources else jnp.zeros_like(lanes.stale)
-        return native.ggm_rows(blocks, net.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
+        return native.ggm_rows(blocks, net.arena.pool_rows[layer], read, write, entry, new_lanes, contexts, u, x,
                                sched.size, cfg.rows, learn=learn)
 
     all_slots = lambda blocks: train(blocks, positions[..., None], lanes.member, read, write, lanes.stale)
@@ -162,9 +162,9 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     neurons = jnp.arange(shape.neurons)
     positions = jnp.arange(S)[:, None]
     kernel = uses_kernel(cfg, shape)
-    q_entries = entry_predictions(cfg, net.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
+    q_entries = entry_predictions(cfg, net.arena.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
-    source = jnp.moveaxis(net.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
+    source = jnp.moveaxis(net.slots.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
     stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
     frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]
     if not learn:  # lanes not trained in this slot's block yet read their sources

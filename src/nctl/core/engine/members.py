@@ -19,7 +19,7 @@ def source_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
         items = jnp.broadcast_shapes(jnp.shape(slot), jnp.shape(member), jnp.shape(neuron), jnp.shape(context))
         return jnp.broadcast_to(init, items + (shape.width,))
     entry = source_entry(net, layer, cfg, slot, member, neuron)
-    rows = net.pool_rows[layer][neuron, context, jnp.maximum(entry, 0)]
+    rows = net.arena.pool_rows[layer][neuron, context, jnp.maximum(entry, 0)]
     return jnp.where((entry >= 0)[..., None], rows, init)
 
 
@@ -29,7 +29,7 @@ def source_entry(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron):
     k = cfg.pool.capacity
     if not k:
         return jnp.full(jnp.broadcast_shapes(jnp.shape(slot), jnp.shape(member), jnp.shape(neuron)), -1, jnp.int32)
-    entry = net.source[slot, jnp.clip(member, 0, k - 1), cfg.layers[layer].offset + neuron]
+    entry = net.slots.source[slot, jnp.clip(member, 0, k - 1), cfg.layers[layer].offset + neuron]
     return jnp.where((member >= 0) & (member < k) & (entry >= 0), entry, -1)
 
 
@@ -38,16 +38,16 @@ def _lane(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, block):
     if not cfg.pool.bounded:
         return member, block >= 0
     col = cfg.layers[layer].offset + neuron
-    matches = net.lanes[slot, col] == jnp.asarray(member)[..., None]
+    matches = net.slots.lanes[slot, col] == jnp.asarray(member)[..., None]
     lane = jnp.argmax(matches, axis=-1)
-    stamp = net.stamps[layer][jnp.maximum(block, 0), lane]
-    return lane, (block >= 0) & jnp.any(matches, axis=-1) & (stamp >= net.lane_since[slot, col, lane])
+    stamp = net.arena.stamps[layer][jnp.maximum(block, 0), lane]
+    return lane, (block >= 0) & jnp.any(matches, axis=-1) & (stamp >= net.slots.lane_since[slot, col, lane])
 
 
 def member_row(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
     """Where the row ``member`` of ``slot`` predicts with at ``context`` lies: ``(block, lane, owns)``, its
     trained row ``blocks[block, lane]`` where ``owns``, else its source row (``source_weights``, §6.2)."""
-    block = net.block_of[slot, cfg.layers[layer].offset + neuron, context]
+    block = net.slots.block_of[slot, cfg.layers[layer].offset + neuron, context]
     lane, owns = _lane(net, layer, cfg, slot, member, neuron, block)
     return block, lane, owns
 
@@ -56,5 +56,5 @@ def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
     """The row ``member`` of ``slot`` predicts with at ``context`` (``member_row``). Arguments broadcast
     together; -> [..., width]."""
     block, lane, owns = member_row(net, layer, cfg, slot, member, neuron, context)
-    trained = net.blocks[layer][jnp.maximum(block, 0), lane]
+    trained = net.arena.blocks[layer][jnp.maximum(block, 0), lane]
     return jnp.where(owns[..., None], trained, source_weights(net, layer, cfg, slot, member, neuron, context))

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from nctl.core import pool, reservoir
+from nctl.core.reservoir import Reservoir
 from nctl.core.engine.arena import allocate, fill_blocks
 from nctl.core.engine.config import EngineConfig
 from nctl.core.engine.decisions import Close, layer_actions
@@ -36,9 +37,7 @@ class Pending(NamedTuple):
     slot: jax.Array  # [X] int32: the closing slot holding the winner
     winner: jax.Array  # [X, N] int32: member index in that slot
     source: jax.Array  # [X, N] int32: the cell the winner was copied from (-1: the fresh model)
-    lineage: jax.Array  # [X, N, R] int32
-    lineage_n: jax.Array  # [X, N] int32
-    lineage_seen: jax.Array  # [X, N] int32
+    lineage: Reservoir  # [X, N, R]
     born: jax.Array  # [X, N] int32
     order: jax.Array  # [X, N] int32
 
@@ -55,16 +54,16 @@ def _update_net(net: Net, positive, state: State, adv, cfg: EngineConfig) -> Net
     n_closes = jnp.clip(adv.new.depth - cfg.pool.min_segment_log2 - adv.closing + 1, 0, X)
     pending = Pending(
         valid=jnp.zeros((X, N), bool), slot=jnp.zeros(X, jnp.int32), winner=jnp.zeros((X, N), jnp.int32),
-        source=jnp.full((X, N), -1, jnp.int32), lineage=jnp.full((X, N, R), -1, jnp.int32),
-        lineage_n=jnp.zeros((X, N), jnp.int32), lineage_seen=jnp.zeros((X, N), jnp.int32),
+        source=jnp.full((X, N), -1, jnp.int32),
+        lineage=Reservoir(jnp.full((X, N, R), -1, jnp.int32), jnp.zeros((X, N), jnp.int32), jnp.zeros((X, N), jnp.int32)),
         born=jnp.zeros((X, N), jnp.int32), order=jnp.zeros((X, N), jnp.int32))
 
     def close(q, carry):
         in_pool, pending, events = carry
         return _close(net, positive, state, adv.kept - 1 + q, q, now, in_pool, pending, events, cfg)
 
-    in_pool, pending, events = jax.lax.fori_loop(0, n_closes, close, (net.in_pool, pending, net.events))
-    net = net._replace(events=events, next_order=net.next_order + X)
+    in_pool, pending, events = jax.lax.fori_loop(0, n_closes, close, (net.pool.in_pool, pending, net.pool.events))
+    net = net.with_pool(events=events, next_order=net.pool.next_order + X)
     return _prune_and_write(net, in_pool, pending, n_closes, now, adv.kept, cfg)
 
 
@@ -74,15 +73,15 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
     neurons = jnp.arange(N)
     records = state.records
     tolerance = pool.tie_tolerance(cfg.rows.dtype)
-    winner = pool.select_winner(net.loglik[slot], net.logprior[slot] > -jnp.inf, tolerance)  # [N]
+    winner = pool.select_winner(net.slots.loglik[slot], net.slots.logprior[slot] > -jnp.inf, tolerance)  # [N]
     stored = winner < k
     member = jnp.minimum(winner, k - 1)
-    source = net.source[slot, member, neurons]
-    attached = stored & (source >= 0) & ~net.detached[slot, member, neurons]
+    source = net.slots.source[slot, member, neurons]
+    attached = stored & (source >= 0) & ~net.slots.detached[slot, member, neurons]
     parent = jnp.where(attached, source, -1)
     parent_in_pool = attached & in_pool[jnp.maximum(source, 0), neurons]
     if cfg.pool.bounded:
-        trained = jnp.any(net.lanes[slot] == winner[:, None], axis=-1)
+        trained = jnp.any(net.slots.lanes[slot] == winner[:, None], axis=-1)
     else:
         trained = jnp.ones(N, bool)
 
@@ -93,12 +92,12 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
         expand = lambda m: m.reshape(m.shape + (1,) * (entry.ndim - 1))
         return jnp.where(expand(attached), entry, jnp.where(expand(stored), copied, none))
 
-    carried = pick(from_entry(net.lineage), from_slot(net.slot_lineage), -1)
-    carried_n = pick(from_entry(net.lineage_n), from_slot(net.slot_lineage_n), 0)
-    carried_seen = pick(from_entry(net.lineage_seen), from_slot(net.slot_lineage_seen), 0)
+    carried = pick(from_entry(net.pool.lineage.ids), from_slot(net.slots.lineage.ids), -1)
+    carried_n = pick(from_entry(net.pool.lineage.n), from_slot(net.slots.lineage.n), 0)
+    carried_seen = pick(from_entry(net.pool.lineage.seen), from_slot(net.slots.lineage.seen), 0)
 
-    segment = records.segment[slot]
-    segment_used = jnp.arange(cfg.pool.reservoir_size) < records.segment_n[slot]
+    segment = records.segment.ids[slot]
+    segment_used = jnp.arange(cfg.pool.reservoir_size) < records.segment.n[slot]
     nonempty = jnp.any(in_pool, axis=0) | jnp.any(pending.valid & (jnp.arange(pending.valid.shape[0]) < q)[:, None],
                                                   axis=0)
     context = Close(state, positive, slot, q, winner, parent, parent_in_pool, trained, nonempty, carried, carried_n,
@@ -108,7 +107,7 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
 
     key = reservoir.event_key(state.key, reservoir.MERGE_TAG, state.schedule.start[slot], now)
     positions, merged_n, merged_seen = jax.vmap(
-        lambda n, seen: reservoir.merge(n, seen, records.segment_n[slot], records.segment_seen[slot],
+        lambda n, seen: reservoir.merge(n, seen, records.segment.n[slot], records.segment.seen[slot],
                                         cfg.pool.reservoir_size, key))(carried_n, carried_seen)
     candidates = jnp.concatenate([carried, jnp.broadcast_to(segment, carried.shape)], axis=1)
     merged = jnp.where(positions >= 0, jnp.take_along_axis(candidates, jnp.maximum(positions, 0), axis=1), -1)
@@ -119,11 +118,9 @@ def _close(net: Net, positive, state: State, slot, q, now, in_pool, pending: Pen
         slot=pending.slot.at[q].set(slot),
         winner=pending.winner.at[q].set(winner),
         source=pending.source.at[q].set(jnp.where(stored, source, -1)),
-        lineage=pending.lineage.at[q].set(merged),
-        lineage_n=pending.lineage_n.at[q].set(merged_n),
-        lineage_seen=pending.lineage_seen.at[q].set(merged_seen),
-        born=pending.born.at[q].set(jnp.where(refine, net.born[jnp.maximum(source, 0), neurons], now)),
-        order=pending.order.at[q].set(net.next_order + q),
+        lineage=jax.tree.map(lambda a, v: a.at[q].set(v), pending.lineage, Reservoir(merged, merged_n, merged_seen)),
+        born=pending.born.at[q].set(jnp.where(refine, net.pool.born[jnp.maximum(source, 0), neurons], now)),
+        order=pending.order.at[q].set(net.pool.next_order + q),
     )
     events = events + jax.nn.one_hot(action, 4, dtype=jnp.int32)
     return in_pool, pending, events
@@ -133,10 +130,10 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, n_closes, now, kept, c
     E, X, N, k = cfg.entries, cfg.max_closes, cfg.neurons, cfg.pool.capacity
     neurons = jnp.arange(N)
     alive = jnp.concatenate([in_pool, pending.valid])
-    age = jnp.concatenate([net.age, jnp.full((X, N), now, jnp.int32)])
-    order = jnp.concatenate([net.order, pending.order])
+    age = jnp.concatenate([net.pool.age, jnp.full((X, N), now, jnp.int32)])
+    order = jnp.concatenate([net.pool.order, pending.order])
     removed = jax.vmap(lambda a, g, o: pool.prune(a, g, o, now, cfg.pool), in_axes=1, out_axes=1)(alive, age, order)
-    net = net._replace(events=net.events.at[:, 3].add(jnp.sum(removed, axis=0, dtype=jnp.int32)))
+    net = net.with_pool(events=net.pool.events.at[:, 3].add(jnp.sum(removed, axis=0, dtype=jnp.int32)))
     in_pool = in_pool & ~removed[:E]
     writes = pending.valid & ~removed[E:]  # [X, N]
 
@@ -153,9 +150,9 @@ def _prune_and_write(net: Net, in_pool, pending: Pending, n_closes, now, kept, c
         return when(any_net(jnp.any(writes[q])), lambda net: _write(net, pending, q, writes[q], target[q], now, kept, cfg),
                            net)
 
-    net = net._replace(in_pool=in_pool)
+    net = net.with_pool(in_pool=in_pool)
     net = jax.lax.fori_loop(0, n_closes, write, net)  # the states of this boundary's closes
-    return net._replace(roster=pool_roster(net.in_pool, net.order, k))
+    return net.with_pool(roster=pool_roster(net.pool.in_pool, net.pool.order, k))
 
 
 def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: EngineConfig) -> Net:
@@ -164,7 +161,7 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     neurons = jnp.arange(cfg.neurons)
     slot, winner = pending.slot[q], pending.winner[q]
     E, C = cfg.entries, cfg.contexts
-    pool_rows = list(net.pool_rows)
+    pool_rows = list(net.arena.pool_rows)
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         local = jnp.arange(shape.neurons)
@@ -176,15 +173,12 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
         pool_rows[layer] = pool_rows[layer].at[local, :, entry].set(values, mode="drop", unique_indices=True)
     at = (jnp.where(writes, target, cfg.entries), neurons)
     put = lambda a, v: a.at[at].set(v, mode="drop")
-    return net._replace(
-        pool_rows=tuple(pool_rows),
-        in_pool=put(net.in_pool, True),
-        age=put(net.age, now),
-        order=put(net.order, pending.order[q]),
-        born=put(net.born, pending.born[q]),
-        lineage=put(net.lineage, pending.lineage[q]),
-        lineage_n=put(net.lineage_n, pending.lineage_n[q]),
-        lineage_seen=put(net.lineage_seen, pending.lineage_seen[q]),
+    return net.with_arena(pool_rows=tuple(pool_rows)).with_pool(
+        in_pool=put(net.pool.in_pool, True),
+        age=put(net.pool.age, now),
+        order=put(net.pool.order, pending.order[q]),
+        born=put(net.pool.born, pending.born[q]),
+        lineage=jax.tree.map(lambda a, v: put(a, v[q]), net.pool.lineage, pending.lineage),
     )
 
 
@@ -193,7 +187,7 @@ def detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
     lineage (copied into the slot) and, in exact mode, get every remaining block of those neurons
     created and filled from the current sources (§6.4)."""
     continuing = (jnp.arange(cfg.slots) < kept)[:, None, None]
-    hit = continuing & writes & (net.source == target) & ~net.detached  # [S, k, N]
+    hit = continuing & writes & (net.slots.source == target) & ~net.slots.detached  # [S, k, N]
     # a write usually finds an entry no continuing slot reads (about two in three on Elec2): then no
     # slot's lineages are rewritten
     return when(any_net(jnp.any(hit)), lambda net: _detach_hit(net, hit, target, kept, cfg), net)
@@ -206,12 +200,7 @@ def _detach_hit(net: Net, hit, target, kept, cfg: EngineConfig) -> Net:
     neurons = jnp.arange(N)
     copy = lambda slot_a, entry_a: jnp.where(hit[..., None] if slot_a.ndim == 4 else hit,
                                              entry_a[entry, neurons][None, None], slot_a)
-    net = net._replace(
-        slot_lineage=copy(net.slot_lineage, net.lineage),
-        slot_lineage_n=copy(net.slot_lineage_n, net.lineage_n),
-        slot_lineage_seen=copy(net.slot_lineage_seen, net.lineage_seen),
-        detached=net.detached | hit,
-    )
+    net = net.with_slots(lineage=jax.tree.map(copy, net.slots.lineage, net.pool.lineage), detached=net.slots.detached | hit)
     if cfg.pool.bounded:
         return net
     affected = jnp.any(hit, axis=1)  # [S, N]: (slot, neuron) pairs to materialise
@@ -226,7 +215,7 @@ def _materialise(net: Net, slot, neurons_hit, cfg: EngineConfig) -> Net:
         local = jnp.arange(shape.neurons)[:, None]
         contexts = jnp.arange(cfg.contexts)[None, :]
         need = neurons_hit[shape.offset:shape.offset + shape.neurons][:, None] & (
-            net.block_of[slot, shape.offset + local, contexts] < 0)  # [N_i, C]
+            net.slots.block_of[slot, shape.offset + local, contexts] < 0)  # [N_i, C]
         net, block = allocate(net, layer, cfg, need, slot, local, contexts)
         net = fill_blocks(net, layer, cfg, slot, local, contexts, block, need)
     return net

@@ -36,9 +36,9 @@ def mixture_posterior(logits, dtype):
 def posterior(net: Net, sched: tree.Schedule, cfg: EngineConfig) -> Posterior:
     """``alpha = softmax_m(log lambda + L)``, ``pi_j = softmax_j(Lambda_j + R_canon(j))`` summed per slot (§3.3)."""
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    alpha, log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)
+    alpha, log_r = mixture_posterior(jnp.where(live, net.slots.logprior + net.slots.loglik, 0.0), cfg.rows.dtype)
     canon = tree.canonical_slots(sched)
-    level_logits = tree.mixed_level_log_prior(net.log_b, sched.depth, cfg.prior) + log_r[canon]
+    level_logits = tree.mixed_level_log_prior(net.slots.log_b, sched.depth, cfg.prior) + log_r[canon]
     pi = softmax(level_logits, axis=0)
     return Posterior(alpha, pi, jnp.zeros_like(log_r).at[canon].add(pi), logsumexp(level_logits, axis=0))
 
@@ -61,11 +61,11 @@ def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     Members are ranked by their float64 log weights ``log lambda_m + L_m``, the order of ``alpha`` without
     its float32 exponentials (whose last bits differ between platforms and can make or break a tie)."""
     W = cfg.pool.lanes
-    log_weight = jnp.moveaxis(net.logprior + net.loglik, 1, 2)  # [S, N, M]
-    valid = jnp.moveaxis(net.logprior > -jnp.inf, 1, 2)
+    log_weight = jnp.moveaxis(net.slots.logprior + net.slots.loglik, 1, 2)  # [S, N, M]
+    valid = jnp.moveaxis(net.slots.logprior > -jnp.inf, 1, 2)
     desired = top_members(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W]
     desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
-    held = net.lanes
+    held = net.slots.lanes
     keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)
     placed = jnp.any(desired[..., :, None] == held[..., None, :], axis=-1) | (desired < 0)
     newcomer_rank = jnp.cumsum(~placed, axis=-1) - 1
@@ -73,6 +73,6 @@ def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     take = (~keep[..., :, None]) & (~placed[..., None, :]) & (open_rank[..., :, None] == newcomer_rank[..., None, :])
     newcomer = jnp.max(jnp.where(take, desired[..., None, :], -1), axis=-1)
     lanes = jnp.where(keep, held, newcomer)
-    since = jnp.where(keep, net.lane_since, sched.t)
+    since = jnp.where(keep, net.slots.lane_since, sched.t)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    return jnp.where(live, lanes, net.lanes), jnp.where(live, since, net.lane_since)
+    return jnp.where(live, lanes, net.slots.lanes), jnp.where(live, since, net.slots.lane_since)

@@ -59,22 +59,22 @@ def held_records(state: State, cfg: EngineConfig):
     records, sched = state.records, state.schedule
     rows, R = cfg.record_rows, cfg.pool.reservoir_size
     live = jnp.arange(cfg.slots) < sched.size
-    used = live[:, None] & (jnp.arange(R) < records.segment_n[:, None])
-    held = jnp.zeros(rows, bool).at[jnp.where(used, records.segment, rows)].set(True, mode="drop")
+    used = live[:, None] & (jnp.arange(R) < records.segment.n[:, None])
+    held = jnp.zeros(rows, bool).at[jnp.where(used, records.segment.ids, rows)].set(True, mode="drop")
 
     def net_held(net: Net):
         reads = read_entries(net, sched.size, cfg)
-        keep = net.in_pool | reads
-        used = keep[:, :, None] & (jnp.arange(R) < net.lineage_n[:, :, None])
-        held = jnp.zeros(rows, bool).at[jnp.where(used, net.lineage, rows)].set(True, mode="drop")
+        keep = net.pool.in_pool | reads
+        used = keep[:, :, None] & (jnp.arange(R) < net.pool.lineage.n[:, :, None])
+        held = jnp.zeros(rows, bool).at[jnp.where(used, net.pool.lineage.ids, rows)].set(True, mode="drop")
         def copied_lineages(held):  # slot by slot, the live slots only, and their detached members only
             def one_slot(p, held):
-                return mark_detached(held, net.detached[p].reshape(-1), net.slot_lineage[p].reshape(-1, R),
-                                      net.slot_lineage_n[p].reshape(-1))
+                return mark_detached(held, net.slots.detached[p].reshape(-1), net.slots.lineage.ids[p].reshape(-1, R),
+                                      net.slots.lineage.n[p].reshape(-1))
 
             return jax.lax.fori_loop(0, sched.size, one_slot, held)
 
-        return when(any_net(jnp.any(live[:, None, None] & net.detached)), copied_lineages, held)
+        return when(any_net(jnp.any(live[:, None, None] & net.slots.detached)), copied_lineages, held)
 
     return held | jnp.any(per_net(net_held, state.nets), axis=0)
 
@@ -100,6 +100,6 @@ def read_entries(net: Net, kept, cfg: EngineConfig):
     """[E, N]: entries that an attached member of a continuing slot still reads."""
     E, N = cfg.entries, cfg.neurons
     continuing = (jnp.arange(cfg.slots) < kept)[:, None, None]
-    reads = continuing & (net.source >= 0) & ~net.detached  # [S, k, N]
+    reads = continuing & (net.slots.source >= 0) & ~net.slots.detached  # [S, k, N]
     neurons = jnp.broadcast_to(jnp.arange(N), reads.shape)
-    return jnp.zeros((E, N), bool).at[jnp.where(reads, net.source, E), neurons].set(True, mode="drop")
+    return jnp.zeros((E, N), bool).at[jnp.where(reads, net.slots.source, E), neurons].set(True, mode="drop")

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from nctl.core import gating, reservoir, tree
 from nctl.core.pool import member_log_prior
+from nctl.core.reservoir import Reservoir
 from nctl.core.engine.arena import free_blocks
 from nctl.core.engine.config import EngineConfig, uses_kernel
 from nctl.core.engine.layer import layer_pass
@@ -34,8 +35,8 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
     post = posterior(net, sched, cfg)
     if cfg.pool.bounded:
         lanes, since = assign_lanes(net, sched, cfg)
-        net = net._replace(lanes=lanes, lane_since=since)
-    contexts = gating.contexts(gating.Gates(net.normals, net.offsets), z)
+        net = net.with_slots(lanes=lanes, lane_since=since)
+    contexts = gating.contexts(net.gates, z)
     u = cfg.rows.base_inputs(z)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None]
     hidden, qs = [], []
@@ -64,9 +65,9 @@ def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
 
     # on a GPU the per-layer form let XLA fuse it so that a step's prediction and a later call's parted in
     # their last float32 bit (docs/algorithm.md §6.9); the same sums either way
-    loglik = jax.lax.platform_dependent(out.net.loglik, cpu=per_layer,
+    loglik = jax.lax.platform_dependent(out.net.slots.loglik, cpu=per_layer,
                                         default=lambda loglik: loglik + jnp.concatenate(logq, axis=2))
-    net = out.net._replace(loglik=loglik)
+    net = out.net.with_slots(loglik=loglik)
     return net, out.p, (out.hidden, out.contexts)
 
 
@@ -90,16 +91,17 @@ def _record(state: State, z, y, hidden, contexts, cfg: EngineConfig) -> State:
                          record_contexts=nets.record_contexts.at[:, row].set(contexts.astype(cfg.context_dtype)))
     keys = reservoir.event_key(state.key, reservoir.SEGMENT_TAG, sched.start, sched.t)
     positions, n, seen = jax.vmap(lambda n, s, k: reservoir.offer(n, s, cfg.pool.reservoir_size, k))(
-        records.segment_n, records.segment_seen, keys)
+        records.segment.n, records.segment.seen, keys)
     live = jnp.arange(cfg.slots) < sched.size
     keep = live & (positions >= 0)
     records = records._replace(
         z=records.z.at[row].set(jnp.asarray(z, jnp.float32)),
         y=records.y.at[row].set(y),
-        segment=records.segment.at[unique_or_drop(jnp.arange(cfg.slots), keep, cfg.slots), jnp.maximum(positions, 0)].set(
-            row, mode="drop", unique_indices=True),
-        segment_n=jnp.where(live, n, records.segment_n),
-        segment_seen=jnp.where(live, seen, records.segment_seen),
+        segment=Reservoir(
+            records.segment.ids.at[unique_or_drop(jnp.arange(cfg.slots), keep, cfg.slots), jnp.maximum(positions, 0)].set(
+                row, mode="drop", unique_indices=True),
+            jnp.where(live, n, records.segment.n),
+            jnp.where(live, seen, records.segment.seen)),
     )
     return state._replace(nets=nets, records=records)
 
@@ -115,10 +117,9 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
     if pool_update and cfg.max_closes:  # a pool, and segments long enough to update it
         nets = update_pool(nets, state, adv, cfg)
     nets = per_net(lambda net: _restart(net, old, adv, cfg), nets)
-    records = state.records._replace(
-        segment_n=state.records.segment_n.at[adv.kept].set(0),
-        segment_seen=state.records.segment_seen.at[adv.kept].set(0),
-    )
+    segment = state.records.segment
+    records = state.records._replace(segment=segment._replace(n=segment.n.at[adv.kept].set(0),
+                                                              seen=segment.seen.at[adv.kept].set(0)))
     return state._replace(schedule=adv.new, nets=nets, records=records)
 
 
@@ -126,23 +127,23 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
 def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig) -> Net:
     """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
     live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
-    log_r = mixture_posterior(jnp.where(live, net.logprior + net.loglik, 0.0), cfg.rows.dtype)[1]  # [S, N]
+    log_r = mixture_posterior(jnp.where(live, net.slots.logprior + net.slots.loglik, 0.0), cfg.rows.dtype)[1]  # [S, N]
     log_r = log_r[tree.canonical_slots(old)][:, None]  # [S, 1, N]: the same for every split probability
-    w_c = tree.node_log_weight(net.log_b, log_r, old.depth, adv.completed, tree.stacked(cfg.prior))  # [A, N] (§3.6)
-    log_b = jnp.where(adv.grow, tree.shift_levels(net.log_b), net.log_b)
+    w_c = tree.node_log_weight(net.slots.log_b, log_r, old.depth, adv.completed, tree.stacked(cfg.prior))  # [A, N] (§3.6)
+    log_b = jnp.where(adv.grow, tree.shift_levels(net.slots.log_b), net.slots.log_b)
     i = adv.closing - 1
     log_b = jnp.where(jnp.arange(cfg.slots)[:, None, None] > i, 0.0, log_b).at[i].set(w_c)
     net = free_blocks(net, adv.kept, old.size, cfg)
     pushed = adv.kept
-    count = jnp.sum(net.roster >= 0, axis=0)
-    net = net._replace(
+    count = jnp.sum(net.pool.roster >= 0, axis=0)
+    net = net.with_slots(
         log_b=log_b,
-        loglik=net.loglik.at[pushed].set(0.0),
-        logprior=net.logprior.at[pushed].set(member_log_prior(count, cfg.pool.capacity)),
-        source=net.source.at[pushed].set(net.roster),
-        detached=net.detached.at[pushed].set(False),
-        block_of=net.block_of.at[pushed].set(-1),
+        loglik=net.slots.loglik.at[pushed].set(0.0),
+        logprior=net.slots.logprior.at[pushed].set(member_log_prior(count, cfg.pool.capacity)),
+        source=net.slots.source.at[pushed].set(net.pool.roster),
+        detached=net.slots.detached.at[pushed].set(False),
+        block_of=net.slots.block_of.at[pushed].set(-1),
     )
     if cfg.pool.bounded:
-        net = net._replace(lanes=net.lanes.at[pushed].set(-1), lane_since=net.lane_since.at[pushed].set(0))
+        net = net.with_slots(lanes=net.slots.lanes.at[pushed].set(-1), lane_since=net.slots.lane_since.at[pushed].set(0))
     return net
