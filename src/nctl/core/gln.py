@@ -1,11 +1,13 @@
-"""Gated Linear Network: layers of GGM neurons trained online by their own local log loss.
+"""Gated Linear Network: layers of neurons trained online by their own local log loss.
 
 Layer 0 is ``p_0 = sigma(z)``; every neuron of layer ``i`` mixes the previous layer's predictions
 (plus the bias ``sigma(1)``) with the weight row picked by its gating of ``z``; the last layer has
 one neuron (docs/algorithm.md §2). Every neuron learns from the same target with the pre-update inputs of
-this step, so no back-propagation is needed. What a row predicts and how it learns is the row model's
-(``nctl.core.rows``; the GGM, ``GGMRows``, for a GLN), as in NCTL's engine. A network is written for one
-output and vmapped over a leading class axis for one-vs-all (``rows.target``).
+this step, so no back-propagation is needed. What a row predicts and how it learns is the row model's, as
+in NCTL's engine: the GGM (``nctl.core.rows.GGMRows``) for a GLN, the product of Gaussians
+(``nctl.core.gaussian.GaussianRows``, §8) for a Gaussian GLN, whose predictions are ``(mean, precision)``
+pairs and whose inputs and bias are Gaussians. A network is written for one output and vmapped over a
+leading class axis for one-vs-all (``rows.target``).
 """
 
 from functools import partial
@@ -15,12 +17,11 @@ import jax
 import jax.numpy as jnp
 
 from nctl.core import gating, programs
-from nctl.core.rows import GGMRows
 
 
 class Layer(NamedTuple):
     gates: gating.Gates
-    weights: jax.Array  # [N, C, K] float32, K = fan-in + 1 (bias)
+    weights: jax.Array  # [N, C, K]: a row per context, K = rows.width(inputs + 1 for the bias)
 
 
 def check_layer_sizes(layer_sizes) -> tuple[int, ...]:
@@ -54,7 +55,7 @@ def network_gates(key, n_nets: int, n_features: int, layer_sizes: tuple, context
 
 
 def init(gates: tuple[gating.Gates, ...], n_features: int, layer_sizes, context_bits: int,
-         rows: GGMRows) -> tuple[Layer, ...]:
+         rows) -> tuple[Layer, ...]:
     """A fresh network for one output, with the hyperplanes ``gates`` (per layer)."""
     weights = [jnp.full((n, 2**context_bits, rows.width(k)), rows.init_value(k), rows.dtype)
                for n, k in zip(layer_sizes, fan_ins(n_features, layer_sizes))]
@@ -67,8 +68,8 @@ def _layer_rows(layer: Layer, z):
     return neurons, contexts, layer.weights[neurons, contexts]  # [N, K]
 
 
-def predict(layers: tuple[Layer, ...], z, rows: GGMRows):
-    """``P(x = 1 | z)`` of the output neuron, without learning."""
+def predict(layers: tuple[Layer, ...], z, rows):
+    """The output neuron's prediction for ``z`` (``P(x = 1 | z)`` for a GGM), without learning."""
     u = rows.base_inputs(z)
     for layer in layers:
         _, _, w = _layer_rows(layer, z)
@@ -77,7 +78,7 @@ def predict(layers: tuple[Layer, ...], z, rows: GGMRows):
     return q[0]
 
 
-def step(layers: tuple[Layer, ...], z, x, rows: GGMRows):
+def step(layers: tuple[Layer, ...], z, x, rows):
     """Predict ``x`` from ``z``, then every neuron takes one step on its own loss.
 
     Returns the new layers and the pre-update output prediction.
@@ -92,20 +93,23 @@ def step(layers: tuple[Layer, ...], z, x, rows: GGMRows):
     return tuple(new_layers), q[0]
 
 
-def run_chunk(layers: tuple[Layer, ...], Z, Y, n, positive, rows: GGMRows):
-    """``n`` steps over rows ``Z[:n]`` [P, d], ``Y[:n]`` [P] of every class network (leading class axis
-    on ``layers``); returns the layers and the pre-update predictions [P, classes]."""
+def run_chunk(layers: tuple[Layer, ...], Z, Y, n, positive, rows):
+    """``n`` steps over rows ``Z[:n]`` [P, d], ``Y[:n]`` [P] (labels, or real targets) of every class
+    network (leading class axis on ``layers``); returns the layers and the pre-update predictions [P,
+    classes, ...] (``...``: the shape of one prediction of the row model, none for a GGM)."""
+    step_all = jax.vmap(step, in_axes=(0, None, 0, None))
 
     def body(i, carry):
         layers, preds = carry
-        layers, p = jax.vmap(step, in_axes=(0, None, 0, None))(layers, Z[i], rows.target(Y[i], positive), rows)
+        layers, p = step_all(layers, Z[i], rows.target(Y[i], positive), rows)
         return layers, preds.at[i].set(p)
 
-    preds = jnp.zeros((Z.shape[0], positive.shape[0]), jnp.float32)
+    one = jax.eval_shape(lambda *args: step_all(*args, rows)[1], layers, Z[0], rows.target(Y[0], positive))
+    preds = jnp.zeros((Z.shape[0],) + one.shape, one.dtype)
     return jax.lax.fori_loop(0, n, body, (layers, preds))
 
 
-def predict_many(layers: tuple[Layer, ...], Z, rows: GGMRows):
-    """Frozen predictions [n, classes] for rows ``Z`` [n, d]."""
+def predict_many(layers: tuple[Layer, ...], Z, rows):
+    """Frozen predictions [n, classes, ...] for rows ``Z`` [n, d]."""
     per_class = jax.vmap(predict, in_axes=(0, None, None))
     return jax.lax.map(lambda z: per_class(layers, z, rows), Z, batch_size=64)
