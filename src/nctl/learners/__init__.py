@@ -24,8 +24,9 @@ from nctl.learners.base import FORKED_LEARNS, PENDING_ROWS, SAVE_FORMAT, OnlineL
 from nctl.learners.gln import GLN, GLN_CHUNK
 from nctl.learners.nctl_learner import DEFAULT_MAX_DEPTH, NCTL
 from nctl.learners.presets import GLN_TABULAR, PAPER_NETWORKS, PAPER_POOL, SPLIT_GRID, TABULAR
+from nctl.learners.regressor import GLNRegressor
 from nctl.learners.saving import NPZ_MAGIC, READABLE_FORMATS, UNREADABLE_SAVE, load
 
-__all__ = ["DEFAULT_MAX_DEPTH", "FORKED_LEARNS", "GLN", "GLN_CHUNK", "GLN_TABULAR", "NCTL", "NPZ_MAGIC",
+__all__ = ["DEFAULT_MAX_DEPTH", "FORKED_LEARNS", "GLN", "GLN_CHUNK", "GLN_TABULAR", "GLNRegressor", "NCTL", "NPZ_MAGIC",
            "OnlineLearner", "PAPER_NETWORKS", "PAPER_POOL", "PENDING_ROWS", "READABLE_FORMATS", "SAVE_FORMAT",
            "SPLIT_GRID", "TABULAR", "UNREADABLE_SAVE", "load"]

@@ -43,6 +43,7 @@ class OnlineLearner:
 
     n_classes: int
     seed: int
+    _target_kind = "label"  # what each y is, in error messages (a regressor's are real targets)
     _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
 
     def __post_init__(self) -> None:
@@ -54,7 +55,8 @@ class OnlineLearner:
         self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
 
     # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
-    # _predict(X) -> [n, classes]; _init_state may also set host-side bookkeeping; _learn_then_predict
+    # _predict(X) -> [n, classes]; _checked_targets(y) -> y checked (labels by default), with _outputs
+    # what a regressor changes; _init_state may also set host-side bookkeeping; _learn_then_predict
     # (X, y, x) -> the prediction [classes] of x after learning the rows, when one call can do both;
     # _shape_meta() -> what a save needs beyond the parameters to rebuild the state's shapes, which
     # restore_template(n_features, shapes) reads back
@@ -78,13 +80,17 @@ class OnlineLearner:
             self._learn(X, y)
 
     def _pending_batch(self):
-        X, y = np.array([x for x, _ in self._pending]), np.array([label for _, label in self._pending], np.int32)
+        X, y = np.array([x for x, _ in self._pending]), np.stack([target for _, target in self._pending])
         self._pending = []
         return X, y
 
     def _learn_then_predict(self, X, y, x):
         self._learn(X, y)
         return self._predict(x[None])[0]
+
+    def _checked_targets(self, y) -> np.ndarray:
+        """``y`` as labels (``check_labels``): int32 class indices."""
+        return check_labels(y, self.n_classes)
 
     def _init_state(self, n_features: int):
         return self._fresh_state(n_features)
@@ -119,7 +125,7 @@ class OnlineLearner:
         per example), else with the rows after it, ``PENDING_ROWS`` per call."""
         y = np.asarray(y)
         if y.ndim != 0:
-            raise ValueError(f"y must be a single label, got shape {y.shape}")
+            raise ValueError(f"y must be a single {self._target_kind}, got shape {y.shape}")
         if self._forked:
             raise RuntimeError(FORKED_LEARNS)
         x = check_features(x, self.n_features_)
@@ -129,7 +135,7 @@ class OnlineLearner:
             self.learn_many(x[None], y[None])
             return
         self._watch_scale(x[None])
-        self._pending.append((x, check_labels(y, self.n_classes)))
+        self._pending.append((x, self._checked_targets(y)))
         self.t_ += 1
         if len(self._pending) >= PENDING_ROWS:
             self._run_pending()
@@ -153,9 +159,9 @@ class OnlineLearner:
         X = check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
-        y = check_labels(y, self.n_classes)
+        y = self._checked_targets(y)
         if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
+            raise ValueError(f"y must have one {self._target_kind} per row of X ({X.shape[0]}), got shape {y.shape}")
         if len(X):
             self._watch_scale(X)
             self.allocate(X.shape[1])
@@ -176,29 +182,43 @@ class OnlineLearner:
         """Bytes of the state the first example creates."""
         return self.state_bytes(n_features)
 
-    @_first_call_noticed
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
+        out = self._predict_row(x)
+        return float(out) if self.n_classes == 2 else out
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
+        [n], or class probabilities [n, K]); the learner does not change."""
+        return self._predict_rows(X)
+
+    @_first_call_noticed
+    def _predict_row(self, x):
+        """The outputs (``_outputs``) for one row ``x``, with the rows ``learn_one`` kept back learned first,
+        in the same call."""
         x = check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
         if self._pending:
-            out = self._outputs(self._learn_then_predict(*self._pending_batch(), x)[None])[0]
-        else:
-            out = self.predict_proba_many(x[None])[0]
-        return float(out) if self.n_classes == 2 else out
+            return self._outputs(self._learn_then_predict(*self._pending_batch(), x)[None])[0]
+        return self._predict_rows(x[None])[0]
 
     @_first_call_noticed
-    def predict_proba_many(self, X) -> np.ndarray:
-        """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
-        [n], or class probabilities [n, K]); the learner does not change."""
+    def _predict_rows(self, X) -> np.ndarray:
+        """The outputs for the rows of ``X`` [n, d] (``_checked_rows``), without learning."""
+        X = self._checked_rows(X)
+        if not len(X):
+            return self._outputs(np.zeros((0, self.n_classes)))
+        return self._outputs(self._predict(X))
+
+    def _checked_rows(self, X) -> np.ndarray:
+        """Validated rows ``X`` [n, d] float32 to predict; creates the state (unlearned) when there is none."""
         X = check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
-        if not len(X):
-            return self._outputs(np.zeros((0, self.n_classes)))
-        self.allocate(X.shape[1])
-        return self._outputs(self._predict(X))
+        if len(X):
+            self.allocate(X.shape[1])
+        return X
 
     def predict_one(self, x) -> int:
         """The most probable label of ``x``: 0/1, or a class index; the learner does not change."""

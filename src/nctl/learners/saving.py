@@ -19,8 +19,10 @@ from nctl.core import engine
 from nctl.learners.base import committed
 from nctl.learners.gln import GLN
 from nctl.learners.nctl_learner import NCTL
+from nctl.learners.regressor import GLNRegressor
 
-READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7)}  # the save formats load reads, per class
+# the save formats load reads, per class
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7), "GLNRegressor": (7,)}
 
 # what reading a damaged, truncated or foreign file raises
 UNREADABLE_SAVE = (ValueError, KeyError, TypeError, AttributeError, EOFError, OSError, zipfile.BadZipFile)
@@ -56,7 +58,7 @@ def _starts_as_npz(path) -> bool:
 def _restore(path):
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
-        classes = {"GLN": GLN, "NCTL": NCTL}
+        classes = {"GLN": GLN, "NCTL": NCTL, "GLNRegressor": GLNRegressor}
         kind = meta.get("class") if isinstance(meta, dict) else None
         if kind not in classes:
             raise ValueError(f"unknown learner class {kind!r}; known: {', '.join(classes)}")

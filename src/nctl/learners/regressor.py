@@ -1,0 +1,202 @@
+"""The Gaussian GLN regressor (``nctl.GLNRegressor``): a Gated Linear Network of Gaussian neurons
+(``nctl.core.gaussian.GaussianRows``) trained online on real targets, which it standardises itself."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nctl.core import gln
+from nctl.core.gaussian import GaussianRows
+from nctl.learners.base import OnlineLearner
+from nctl.learners.gln import GLN_CHUNK
+from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
+
+ONE_NETWORK = np.array([0], np.int32)  # regression trains one network; its "positive class" is unused
+DEFAULT_ROWS = GaussianRows()
+
+REGRESSOR_RULES = {
+    "layer_sizes": check_layer_sizes,
+    "context_bits": partial(check_int, low=0, high=MAX_CONTEXT_BITS),
+    "learning_rate": partial(check_float, low=0, low_open=True),
+    "min_variance": partial(check_float, low=0, low_open=True),
+    "max_variance": partial(check_float, low=0, low_open=True),
+    "max_weight": partial(check_float, low=0, low_open=True),
+    "max_mean": partial(check_float, low=0, low_open=True),
+    "seed": partial(check_int, low=0, high=MAX_SEED),
+}
+
+
+class RegressorState(NamedTuple):
+    layers: tuple  # the network's layers, a leading axis of one network (nctl.core.gln)
+    targets: jax.Array  # float64 [3]: the targets seen, their mean and their sum of squared deviations
+
+
+@partial(jax.jit, static_argnums=(5,), donate_argnums=(0,))
+def _regressor_chunk(layers, Z, Y, n, positive, rows):
+    return gln.run_chunk(layers, Z, Y, n, positive, rows)
+
+
+_regressor_predict = jax.jit(gln.predict_many, static_argnums=(2,))
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _regressor_init(gates, n_features, layer_sizes, context_bits, rows):
+    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, rows))(gates)
+
+
+def check_targets(y) -> np.ndarray:
+    """Real, finite targets as float64; ValueError naming what is wrong."""
+    array = np.asarray(y)
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"targets must be real numbers, got dtype {array.dtype}")
+    array = array.astype(np.float64)
+    if not np.isfinite(array).all():
+        raise ValueError("targets contain NaN or infinity")
+    return array
+
+
+def standardised(stats, y):
+    """The running standardisation of the targets ``y`` [n] after ``stats`` (count, mean, sum of squared
+    deviations; Welford's update, in float64, one target at a time).
+
+    Returns, per target, the mean and scale of the targets before it (to map the network's prediction of
+    it back to the targets' units), the target standardised by the mean and scale that include it (what
+    the network learns: within ``+-sqrt(t - 1)`` at the ``t``-th target), and the new stats. The scale is
+    the standard deviation, or 1 while every target so far is equal.
+    """
+    count, mean, squares = (float(v) for v in stats)
+    shifts, scales, scaled = np.empty(len(y)), np.empty(len(y)), np.empty(len(y), np.float32)
+    for t, value in enumerate(y):
+        shifts[t], scales[t] = mean, _scale(count, squares)
+        count += 1.0
+        delta = value - mean
+        mean += delta / count
+        squares += delta * (value - mean)
+        scaled[t] = (value - mean) / _scale(count, squares)
+    return shifts, scales, scaled, np.array([count, mean, squares])
+
+
+def _scale(count: float, squares: float) -> float:
+    return math.sqrt(squares / count) if squares > 0 else 1.0
+
+
+@dataclass(eq=False)
+class GLNRegressor(OnlineLearner):
+    """A Gaussian Gated Linear Network ([algorithm §8](algorithm.md#8-gaussian-rows-continual-regression)):
+    every neuron a gated product of Gaussians, trained online on its own log likelihood of the target; the
+    output neuron's Gaussian is the predictive distribution.
+
+    Targets are given raw. The learner standardises them with their running mean and standard deviation
+    (all targets so far): the network learns each target standardised by the statistics that include it, and
+    a prediction is mapped back with the statistics of the targets learned before it. Running statistics
+    keep the learner online (the first prediction needs no warm-up) and follow a stream whose range
+    changes; they are part of the state, so save and load continue exactly. ``min_variance``,
+    ``max_variance`` and ``max_mean`` are in standardised units.
+
+    Args:
+        layer_sizes: neurons per layer, ending with the single output neuron.
+        context_bits: hyperplanes per neuron (``s``); each neuron has ``2^s`` contexts, a weight row each.
+        learning_rate: the step size of every neuron's online gradient step on its log loss.
+        min_variance: the smallest variance a neuron predicts.
+        max_variance: the largest variance a neuron predicts.
+        max_weight: weights are kept in ``[-max_weight, max_weight]``.
+        max_mean: every neuron's predicted mean is clipped to ``[-max_mean, max_mean]``.
+        seed: draws the gating hyperplanes.
+    """
+
+    layer_sizes: tuple = (16, 8, 1)
+    context_bits: int = 4
+    learning_rate: float = DEFAULT_ROWS.learning_rate
+    min_variance: float = DEFAULT_ROWS.min_variance
+    max_variance: float = DEFAULT_ROWS.max_variance
+    max_weight: float = DEFAULT_ROWS.max_weight
+    max_mean: float = DEFAULT_ROWS.max_mean
+    seed: int = 0
+
+    n_classes = 1  # one network (for the plumbing that counts networks); not a parameter
+    _target_kind = "target"
+
+    def __post_init__(self) -> None:
+        check_fields(self, REGRESSOR_RULES)
+        if self.min_variance >= self.max_variance:
+            raise ValueError(f"min_variance ({self.min_variance}) must be below max_variance ({self.max_variance})")
+        super().__post_init__()
+
+    @property
+    def rows(self) -> GaussianRows:
+        """The row model of every neuron: Gaussian rows with this learner's settings."""
+        return GaussianRows(float(self.learning_rate), float(self.min_variance), float(self.max_variance),
+                            float(self.max_weight), float(self.max_mean))
+
+    @property
+    def predict_proba_one(self):
+        raise AttributeError("GLNRegressor predicts real values: use predict_one, or predict_distribution_many")
+
+    @property
+    def predict_proba_many(self):
+        raise AttributeError("GLNRegressor predicts real values: use predict_many, or predict_distribution_many")
+
+    def predict_one(self, x) -> float:
+        """The predicted mean of the target of ``x``, with every row given so far learned; the learner
+        does not change."""
+        return float(self._predict_row(x))
+
+    def predict_many(self, X) -> np.ndarray:
+        """The predicted means [n] of the targets of the rows of ``X`` [n, d]; the learner does not change."""
+        return self._predict_rows(X)
+
+    def predict_distribution_many(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """The predictive Gaussians of the rows of ``X`` [n, d]: means [n] and variances [n] in the targets'
+        units; the learner does not change."""
+        X = self._checked_rows(X)
+        if not len(X):
+            return np.zeros(0), np.zeros(0)
+        return self._distribution(X)
+
+    def _checked_targets(self, y) -> np.ndarray:
+        return check_targets(y)
+
+    def _outputs(self, means: np.ndarray) -> np.ndarray:
+        return np.asarray(means, np.float64)[:, 0]
+
+    def _fresh_state(self, n_features: int) -> RegressorState:
+        gates = gln.network_gates(jax.random.PRNGKey(self.seed), 1, n_features, self.layer_sizes, self.context_bits)
+        layers = _regressor_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
+        return RegressorState(layers, jnp.zeros(3, jnp.float64))
+
+    def _learn(self, X, y):
+        """Learns the rows in order; returns each row's pre-update predicted mean [n, 1], in the targets'
+        units."""
+        state, rows = self.state_, self.rows
+        shifts, scales, scaled, stats = standardised(np.asarray(state.targets), y)
+        layers, means = state.layers, []
+        for a in range(0, len(X), GLN_CHUNK):
+            n = min(GLN_CHUNK, len(X) - a)
+            Z, Y = np.zeros((GLN_CHUNK, X.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.float32)
+            Z[:n], Y[:n] = X[a:a + n], scaled[a:a + n]
+            layers, q = _regressor_chunk(layers, Z, Y, n, ONE_NETWORK, rows)
+            means.append(np.asarray(q[:n, 0, 0], np.float64))
+        self.state_ = RegressorState(layers, jnp.asarray(stats))
+        return (shifts + scales * np.concatenate(means))[:, None]
+
+    def _predict(self, X):
+        return self._distribution(X)[0][:, None]
+
+    def _distribution(self, X):
+        """Means and variances [n] of the rows ``X`` [n, d], mapped back with the current statistics."""
+        q = np.asarray(_regressor_predict(self.state_.layers, jnp.asarray(X), self.rows), np.float64)[:, 0]
+        count, mean, squares = np.asarray(self.state_.targets)
+        scale = _scale(count, squares)
+        return mean + scale * q[:, 0], scale**2 / q[:, 1]
+
+    def restore_template(self, n_features: int, shapes: dict):
+        """The state a save of this learner with ``n_features`` inputs holds (``nctl.learners.load`` reads
+        only its shapes)."""
+        return self._fresh_state(n_features)
