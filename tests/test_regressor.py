@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nctl
+from nctl.core.gaussian import GaussianRows
 
 SMALL = dict(layer_sizes=(16, 1), context_bits=4)  # one compiled program for every test of this file
 
@@ -95,6 +96,7 @@ def test_bad_input_is_refused_naming_the_problem_and_the_learner_is_unchanged(ca
 
 
 def test_settings_are_checked_and_probabilities_are_not_offered():
+    assert nctl.GLNRegressor().rows == GaussianRows()  # the learner's defaults are the row model's
     with pytest.raises(ValueError, match="min_variance"):
         nctl.GLNRegressor(min_variance=2.0, max_variance=1.0)
     with pytest.raises(ValueError, match="learning_rate"):

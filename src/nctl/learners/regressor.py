@@ -19,7 +19,6 @@ from nctl.learners.gln import GLN_CHUNK
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
 
 ONE_NETWORK = np.array([0], np.int32)  # regression trains one network; its "positive class" is unused
-DEFAULT_ROWS = GaussianRows()
 
 REGRESSOR_RULES = {
     "layer_sizes": check_layer_sizes,
@@ -113,11 +112,11 @@ class GLNRegressor(OnlineLearner):
 
     layer_sizes: tuple = (16, 8, 1)
     context_bits: int = 4
-    learning_rate: float = DEFAULT_ROWS.learning_rate
-    min_variance: float = DEFAULT_ROWS.min_variance
-    max_variance: float = DEFAULT_ROWS.max_variance
-    max_weight: float = DEFAULT_ROWS.max_weight
-    max_mean: float = DEFAULT_ROWS.max_mean
+    learning_rate: float = 0.01  # the row model's defaults (GaussianRows), written out for the signature
+    min_variance: float = 0.1
+    max_variance: float = 10.0
+    max_weight: float = 100.0
+    max_mean: float = 10.0
     seed: int = 0
 
     n_classes = 1  # one network (for the plumbing that counts networks); not a parameter
