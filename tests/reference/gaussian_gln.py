@@ -9,8 +9,6 @@ gradient is the derivative of ``-log N(x; M(w), 1/L(w))`` written in its expande
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 FEATURE_BOUND = 5.0
