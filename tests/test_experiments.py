@@ -37,12 +37,34 @@ TINY = {
 }
 
 
+# experiments that vary another only in their stream's data (deskewed, reduced) or in NCTL's settings
+# (bounded), run by the same runner with the same learners: the one they vary runs end to end, and each
+# variant builds its stream and learners (test_a_variant_builds_its_stream_and_learners)
+VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "permuted-mnist",
+            "permuted-mnist-deskewed": "permuted-mnist", "permuted-mnist-deskewed-c256-bounded": "permuted-mnist",
+            "permuted-mnist-c256-bounded": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
+
+
 def test_every_experiment_has_a_tiny_setting():
     assert set(TINY) | {"demo"} == set(configs.EXPERIMENTS)
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_a_variant_builds_its_stream_and_learners(name, mnist_dir):
+    exp, varied = configs.get(name).replace({**SMALL_NETWORK, **TINY[name]}), configs.get(VARIANTS[name])
+    assert (exp.kind, exp.stream) == (varied.kind, varied.stream)
+    run_alike = {learner for other in set(TINY) - set(VARIANTS) if configs.get(other).kind == exp.kind
+                 for learner in configs.get(other).learners}
+    assert set(exp.learners) <= run_alike  # each learner runs end to end in an experiment of this kind
+    stream = runners.make_stream(exp, 0, mnist_dir)
+    assert stream.n_features == 784 and len(stream) > 0
+    for learner in exp.learners:  # every setting accepted by its learner (nothing is compiled)
+        assert runners.learner_params(learner, exp, stream, 0)["seed"] == 0
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", sorted(set(TINY) - set(VARIANTS)))
 def test_experiment_runs_end_to_end_on_a_tiny_size(name, mnist_dir, tmp_path):
     data_dir = mnist_dir  # the folder holding every data set
     if name.startswith("elec2") and not (data_dir / "elec2").exists():
