@@ -32,9 +32,11 @@ segment's examples (§4.3, "if both fit in R everything is kept").
 
 The process is generic in its base model (an object with ``fresh``, ``copy``, ``p1``, ``logp`` and
 ``learn``; for bounded mode also ``row_key``, ``row`` and ``with_rows``: which row a step uses, one
-row of a state, and a state with some rows replaced). ``KT`` below is the Krichevsky-Trofimov row
-model of §6 in Python floats; ``tests/reference/nctl_literal.py`` plugs in the GGM of §1 for every
-neuron of a network.
+row of a state, and a state with some rows replaced; optionally ``mix``: how the process's prediction
+combines the members' ``p1``, by default ``mix_probabilities``, the mixture of P(x = 1)). ``KT`` below
+is the Krichevsky-Trofimov row model of §6 in Python floats; ``tests/reference/nctl_literal.py`` plugs
+in the GGM of §1 for every neuron of a network, ``tests/reference/nctl_gaussian_literal.py`` the
+Gaussian neuron of §8 (with its own ``mix``).
 
 Step order (§4.2): ``predict`` then ``learn`` for step t, then ``boundary(t + 1)``, which is the
 boundary processing of step t + 1 done as soon as step t is learned (§4.2 last paragraph, §6.1:
@@ -70,6 +72,16 @@ def safe_log(p):
 def ctz(n):
     """number of trailing zero bits of n >= 1"""
     return (n & -n).bit_length() - 1
+
+
+def mix_probabilities(weighted):
+    """§3.3, §4.1: ``sum_j pi_j sum_m alpha_m q_m`` for ``weighted = [(pi_j, [(alpha_m, q_m), ...]), ...]``
+    (per level, per member), the members' ``q_m`` as float."""
+    total = 0.0
+    for pi_j, members in weighted:
+        nu = sum(a * float(q) for a, q in members)
+        total += pi_j * nu
+    return total
 
 
 def exceeds(a, b, margin, tolerance):
@@ -310,14 +322,13 @@ class LiteralFMN:
                     member.rows = {}
 
     def predict(self, inp):
-        """P(x_t = 1 | x_<t) = sum_j pi_j nu_j(1), nu_j(1) = sum_m alpha_m q_m (§3.3, §4.1)."""
+        """The base model's ``mix`` of ``[(pi_j, [(alpha_m, p1_m), ...]), ...]``: by default
+        P(x_t = 1 | x_<t) = sum_j pi_j nu_j(1), nu_j(1) = sum_m alpha_m q_m (§3.3, §4.1)."""
         self.choose_trained()
         pi = self.level_posterior()
-        total = 0.0
-        for pi_j, node in zip(pi, self.nodes):
-            nu = sum(a * float(self.base.p1(self.current(m), inp)) for a, m in zip(node.posterior(), node.members))
-            total += pi_j * nu
-        return total
+        weighted = [(pi_j, [(a, self.base.p1(self.current(m), inp)) for a, m in zip(node.posterior(), node.members)])
+                    for pi_j, node in zip(pi, self.nodes)]
+        return getattr(self.base, "mix", mix_probabilities)(weighted)
 
     def learn(self, inp, x, rid):
         """Every member adds log q_m(x) to L_m; members that learn update their state (exact mode) or
