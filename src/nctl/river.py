@@ -1,8 +1,9 @@
-"""river classifiers backed by the nctl learners: ``NCTLClassifier`` and ``GLNClassifier``.
+"""river estimators backed by the nctl learners: the classifiers ``NCTLClassifier`` and
+``GLNClassifier``, and the regressor ``GLNRegressor``.
 
-They take river's feature dicts and labels, so they fit in ``river.evaluate.progressive_val_score``
-and in pipelines (``StandardScaler() | NCTLClassifier()``). This module needs river (the ``full``
-extra); ``import nctl`` does not load it, import it as ``nctl.river``.
+They take river's feature dicts, so they fit in ``river.evaluate.progressive_val_score`` and in
+pipelines (``StandardScaler() | NCTLClassifier()``). This module needs river (the ``full`` extra);
+``import nctl`` does not load it, import it as ``nctl.river``.
 """
 
 from __future__ import annotations
@@ -13,38 +14,39 @@ import numbers
 
 import numpy as np
 from river import base
+from river.proba import base as proba_base
 
+from nctl import learners
 from nctl.learners import GLN, NCTL
 
 BINARY_LABELS = (False, True)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the learners keep features in float32
 
 
-class _Classifier(base.Classifier):
-    """A river classifier around an nctl learner (``_learner_class``, built from the parameters).
+class _DictFeatures:
+    """What every estimator here shares: an nctl learner (``_learner_class``, built from the parameters)
+    that learns the vectors of river's feature dicts.
 
-    Features: the first dict learned fixes them (its keys, sorted by name); later dicts fill a
-    missing feature with 0.0 and any key not in that first dict is ignored. Values must be finite
-    numbers. Labels: binary learners take bools or 0/1, and predict with the kind of the first label
-    learned; with ``n_classes = K > 2`` the first K distinct labels (any hashable) are the classes.
+    Features: the first dict learned fixes them (its keys, sorted by name); later dicts fill a missing
+    feature with 0.0 and any key not in that first dict is ignored. Values must be finite numbers.
     """
 
     _learner_class: type
 
     def _start(self) -> None:
-        """A fresh learner; no features or labels known yet."""
+        """A fresh learner; no features known yet."""
         self._learner = self._learner_class(**self._get_params())
         self._features: list | None = None  # feature names in vector order
-        self._labels: list = []  # class index -> label; binary: [False, True] or [0, 1]
 
     def __copy__(self):
-        """``copy.copy`` is ``copy.deepcopy``: a classifier that learns apart from this one (a shallow copy
+        """``copy.copy`` is ``copy.deepcopy``: an estimator that learns apart from this one (a shallow copy
         would share, and go on training, this one's learner)."""
         return copy.deepcopy(self)
 
     @property
     def learner(self):
-        """The ``nctl.NCTL`` or ``nctl.GLN`` that learns the vectors (to save it or inspect its state)."""
+        """The nctl learner (``nctl.NCTL``, ``nctl.GLN``, ``nctl.GLNRegressor``) that learns the vectors
+        (to save it or inspect its state)."""
         return self._learner
 
     @property
@@ -52,16 +54,19 @@ class _Classifier(base.Classifier):
         """The feature names in the order of the learner's inputs; ``None`` before the first ``learn_one``."""
         return self._features
 
-    @property
-    def _multiclass(self) -> bool:
-        return self.n_classes > 2
-
     def _feature_names(self, x: dict) -> list:
         if not isinstance(x, dict):
             raise TypeError(f"x must be a dict of feature name -> number, river's kind of example; got "
                             f"{type(x).__module__}.{type(x).__qualname__}. For rows of a numpy array use the "
-                            "learners themselves (nctl.NCTL, nctl.GLN) or nctl.sklearn")
+                            "learners themselves (nctl.NCTL, nctl.GLN, nctl.GLNRegressor) or nctl.sklearn")
         return self._features if self._features is not None else sorted(x, key=str)
+
+    def _first_names(self, x: dict) -> list:
+        """The feature names of ``x`` about to be learned (its own, sorted, when it is the first)."""
+        names = self._feature_names(x)
+        if not names:
+            raise ValueError("x has no features: the first example learned fixes the features")
+        return names
 
     def _vector(self, x: dict, names: list) -> np.ndarray:
         values = [x.get(name, 0.0) for name in names]
@@ -84,6 +89,23 @@ class _Classifier(base.Classifier):
             checked.append(float(value))
         return np.array(checked, np.float32)
 
+
+class _Classifier(_DictFeatures, base.Classifier):
+    """A river classifier around an nctl learner (features: ``_DictFeatures``).
+
+    Labels: binary learners take bools or 0/1, and predict with the kind of the first label learned; with
+    ``n_classes = K > 2`` the first K distinct labels (any hashable) are the classes.
+    """
+
+    def _start(self) -> None:
+        """A fresh learner; no features or labels known yet."""
+        super()._start()
+        self._labels: list = []  # class index -> label; binary: [False, True] or [0, 1]
+
+    @property
+    def _multiclass(self) -> bool:
+        return self.n_classes > 2
+
     def _class_index(self, y) -> int:
         if self._multiclass:
             if y not in self._labels:
@@ -101,9 +123,7 @@ class _Classifier(base.Classifier):
         return int(y)
 
     def learn_one(self, x: dict, y) -> None:
-        names = self._feature_names(x)
-        if not names:
-            raise ValueError("x has no features: the first example learned fixes the features")
+        names = self._first_names(x)
         vector = self._vector(x, names)
         index = self._class_index(y)
         self._features = names
@@ -218,5 +238,117 @@ class GLNClassifier(_Classifier):
         self.weight_init = weight_init
         self.prob_eps = prob_eps
         self.max_weight = max_weight
+        self.seed = seed
+        self._start()
+
+
+class Normal(proba_base.ContinuousDistribution):
+    """A normal distribution with mean ``mu`` and standard deviation ``sigma``: the predictive
+    distribution ``predict_one(x, with_dist=True)`` gives, as river's regressors with a distribution give
+    theirs. It has river's distribution interface (called on ``y``: the density; ``cdf``, ``sample``,
+    ``mode``); being a prediction, it learns nothing, so ``update`` and ``revert`` raise.
+    """
+
+    def __init__(self, mu: float = 0.0, sigma: float = 1.0, seed: int | None = None):
+        super().__init__(seed)
+        self.mu = mu
+        self.sigma = sigma
+
+    def __repr__(self) -> str:
+        return f"𝒩(μ={self.mu:.3f}, σ={self.sigma:.3f})"
+
+    def __call__(self, y: float) -> float:
+        z = (y - self.mu) / self.sigma
+        return math.exp(-0.5 * z * z) / (self.sigma * math.sqrt(math.tau))
+
+    def cdf(self, y: float) -> float:
+        return 0.5 * math.erfc((self.mu - y) / (self.sigma * math.sqrt(2.0)))
+
+    def sample(self) -> float:
+        return self._rng.gauss(self.mu, self.sigma)
+
+    @property
+    def mode(self) -> float:
+        return self.mu
+
+    @property
+    def n_samples(self) -> int:
+        return 0  # a prediction, not an estimate from observed samples
+
+    def update(self, y: float) -> None:
+        raise NotImplementedError("a predictive distribution learns nothing: learn with the regressor")
+
+    def revert(self, y: float) -> None:
+        raise NotImplementedError("a predictive distribution learns nothing: learn with the regressor")
+
+
+class _Regressor(_DictFeatures, base.Regressor):
+    """A river regressor around an nctl learner of real targets (features: ``_DictFeatures``); the learner
+    needs ``learn_one``, ``predict_one`` and ``predict_distribution_many``. Targets are real, finite
+    numbers, given raw: the learner standardises them itself."""
+
+    def learn_one(self, x: dict, y) -> None:
+        names = self._first_names(x)
+        vector = self._vector(x, names)
+        # checked here too, so that a bad first target does not fix the features
+        if isinstance(y, (bool, np.bool_)) or not isinstance(y, numbers.Real):
+            raise ValueError(f"target y must be a real number, got {y!r}")
+        if not math.isfinite(y):
+            raise ValueError(f"target y is {y}; targets must be finite")
+        self._features = names
+        self._learner.learn_one(vector, float(y))
+
+    def predict_one(self, x: dict, with_dist: bool = False):
+        """The predicted mean of the target of ``x``; with ``with_dist=True`` the predictive distribution,
+        a ``Normal`` (``.mu``, ``.sigma``; as ``river.linear_model.BayesianLinearRegression`` gives its
+        own). Before any learning: 0.0, and a standard normal (nothing is known about the targets yet)."""
+        vector = self._vector(x, self._feature_names(x))
+        if self._learner.t_ == 0:
+            return Normal(0.0, 1.0) if with_dist else 0.0
+        if not with_dist:
+            return self._learner.predict_one(vector)
+        means, variances = self._learner.predict_distribution_many(vector[None])
+        return Normal(float(means[0]), math.sqrt(variances[0]))
+
+
+class GLNRegressor(_Regressor):
+    """A Gaussian Gated Linear Network (``nctl.GLNRegressor``) as a river regressor; the parameters and
+    their defaults are the learner's. Targets are given raw (the learner standardises them by their
+    running mean and standard deviation); the features should be standardised, so put a
+    ``preprocessing.StandardScaler`` in front of it.
+
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from nctl.river import GLNRegressor
+    >>> model = preprocessing.StandardScaler() | GLNRegressor(layer_sizes=(4, 1), context_bits=2)
+    >>> mae = evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
+    >>> bool(mae.get() < 1.0)  # predicting the running mean: 1.57
+    True
+    >>> x, y = next(iter(datasets.TrumpApproval()))
+    >>> model.predict_one(x, with_dist=True)  # doctest: +ELLIPSIS
+    𝒩(μ=..., σ=...)
+    """
+
+    _learner_class = learners.GLNRegressor
+
+    # the defaults are written out for the API reference to show; tests/test_river_regressor.py checks them
+    # against nctl.GLNRegressor's
+    def __init__(
+        self,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.01,
+        min_variance: float = 0.1,
+        max_variance: float = 10.0,
+        max_weight: float = 100.0,
+        max_mean: float = 10.0,
+        seed: int = 0,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.min_variance = min_variance
+        self.max_variance = max_variance
+        self.max_weight = max_weight
+        self.max_mean = max_mean
         self.seed = seed
         self._start()
