@@ -288,6 +288,7 @@ class _Regressor(_DictFeatures, base.Regressor):
     numbers, given raw: the learner standardises them itself."""
 
     def learn_one(self, x: dict, y) -> None:
+        """Learn the example ``x`` with its real target ``y``; a refused example changes nothing."""
         names = self._first_names(x)
         vector = self._vector(x, names)
         # checked here too, so that a bad first target does not fix the features

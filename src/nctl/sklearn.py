@@ -1,11 +1,13 @@
-"""scikit-learn classifiers backed by the nctl learners: ``GLNClassifier`` and ``NCTLClassifier``.
+"""scikit-learn estimators backed by the nctl learners: the classifiers ``GLNClassifier`` and
+``NCTLClassifier``, and the regressor ``GLNRegressor``.
 
 ``fit(X, y)`` learns the rows of ``X`` once, in order, starting from a fresh learner; ``partial_fit``
 continues the same stream (its first call needs ``classes``, as in scikit-learn's other online
-estimators). Labels may be any values: ``classes_`` holds them sorted, two classes train one network
-and ``K > 2`` classes train ``K`` one-vs-all networks. The features are not standardised here: the
-learners expect standardised side information, so put a ``StandardScaler`` in front of them in a
-``Pipeline``. This module needs scikit-learn (the ``sklearn`` extra); ``import nctl`` does not load it.
+estimators; a regressor's needs nothing). Labels may be any values: ``classes_`` holds them sorted,
+two classes train one network and ``K > 2`` classes train ``K`` one-vs-all networks. The features are
+not standardised here: the learners expect standardised side information, so put a ``StandardScaler``
+in front of them in a ``Pipeline``. A regressor's targets are given raw: its learner standardises them
+itself. This module needs scikit-learn (the ``sklearn`` extra); ``import nctl`` does not load it.
 
 >>> import numpy as np
 >>> from sklearn.pipeline import make_pipeline
@@ -24,26 +26,46 @@ import contextlib
 import copy
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from nctl import learners
 from nctl.learners import GLN, NCTL
 
 FEATURE_DTYPES = (np.float32, np.float64)  # other numeric inputs become float32, the learners' dtype
 
 
-class _Classifier(ClassifierMixin, BaseEstimator):
-    """A scikit-learn classifier around an nctl learner (``_learner_class``, built from the parameters
-    and the number of classes). Fitted attributes: ``classes_``, ``n_features_in_`` and ``learner_``
-    (the nctl learner, for ``save`` and ``nctl.inspect``)."""
+class _Estimator(BaseEstimator):
+    """What every estimator here shares: an nctl learner (``_learner_class``, built from the parameters)
+    fitted as ``learner_`` (for ``save`` and ``nctl.inspect``), copies that learn apart, and refused
+    calls that change nothing."""
 
     _learner_class: type
 
     def __copy__(self):
-        """``copy.copy`` is ``copy.deepcopy``: a classifier that learns apart from this one (a shallow copy
+        """``copy.copy`` is ``copy.deepcopy``: an estimator that learns apart from this one (a shallow copy
         would share, and go on training, this one's learner)."""
         return copy.deepcopy(self)
+
+    @contextlib.contextmanager
+    def _unchanged_if_refused(self):
+        """Put every attribute back as it was when the block raises: a refused ``fit`` or ``partial_fit``
+        leaves the estimator as it was (its checks set ``n_features_in_`` and ``classes_`` as they go;
+        the learner refuses a bad row before it changes)."""
+        kept = dict(vars(self))
+        try:
+            yield
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(kept)
+            raise
+
+
+class _Classifier(ClassifierMixin, _Estimator):
+    """A scikit-learn classifier around an nctl learner (``_learner_class``, built from the parameters
+    and the number of classes). Fitted attributes: ``classes_``, ``n_features_in_`` and ``learner_``
+    (the nctl learner, for ``save`` and ``nctl.inspect``)."""
 
     def fit(self, X, y):
         """Learn the rows of ``X`` [n, d] in order, once, from a fresh learner."""
@@ -71,19 +93,6 @@ class _Classifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"classes={classes!r} differs from the classes of earlier calls: "
                                  f"{self.classes_.tolist()}")
             return self._learn(X, y)
-
-    @contextlib.contextmanager
-    def _unchanged_if_refused(self):
-        """Put every attribute back as it was when the block raises: a refused ``fit`` or ``partial_fit``
-        leaves the estimator as it was (its checks set ``n_features_in_`` and ``classes_`` as they go;
-        the learner refuses a bad row before it changes)."""
-        kept = dict(vars(self))
-        try:
-            yield
-        except BaseException:
-            vars(self).clear()
-            vars(self).update(kept)
-            raise
 
     def _start(self, classes: np.ndarray) -> None:
         if len(classes) < 2:
@@ -213,4 +222,91 @@ class NCTLClassifier(_Classifier):
         self.weight_init = weight_init
         self.prob_eps = prob_eps
         self.max_weight = max_weight
+        self.seed = seed
+
+
+class _Regressor(RegressorMixin, _Estimator):
+    """A scikit-learn regressor around an nctl learner of real targets (``_learner_class``, built from the
+    parameters); the learner needs ``learn_many``, ``predict_many`` and ``predict_distribution_many``.
+    Targets are given raw: the learner standardises them itself. Fitted attributes: ``n_features_in_`` and
+    ``learner_`` (the nctl learner, for ``save`` and ``nctl.inspect``)."""
+
+    def fit(self, X, y):
+        """Learn the rows of ``X`` [n, d] and their targets ``y`` [n] in order, once, from a fresh learner."""
+        with self._unchanged_if_refused():
+            X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, y_numeric=True)
+            self.learner_ = self._learner_class(**self.get_params())
+            self.learner_.learn_many(X, y)
+            return self
+
+    def partial_fit(self, X, y):
+        """Learn the rows of ``X`` [n, d] and their targets ``y`` [n] in order, continuing from the rows
+        learned before (the first call after ``fit`` continues ``fit``'s learner)."""
+        first = not hasattr(self, "learner_")
+        with self._unchanged_if_refused():
+            X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, y_numeric=True, reset=first)
+            if first:
+                self.learner_ = self._learner_class(**self.get_params())
+            self.learner_.learn_many(X, y)
+            return self
+
+    def predict(self, X, return_std: bool = False):
+        """The predicted means [n] of the targets of the rows of ``X`` [n, d]; learns nothing.
+
+        ``return_std=True`` (as in scikit-learn's ``BayesianRidge`` and ``GaussianProcessRegressor``)
+        returns ``(means, stds)``: the predictive Gaussian of every row, its standard deviation in the
+        targets' units.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=FEATURE_DTYPES, reset=False)
+        if not return_std:
+            return self.learner_.predict_many(X)
+        means, variances = self.learner_.predict_distribution_many(X)
+        return means, np.sqrt(variances)
+
+
+class GLNRegressor(_Regressor):
+    """A Gaussian Gated Linear Network (``nctl.GLNRegressor``) as a scikit-learn regressor; the parameters
+    and their defaults are the learner's. Standardise the features (a ``StandardScaler`` in front, in a
+    ``Pipeline``); the targets are given raw. ``predict(X, return_std=True)`` gives the predictive
+    standard deviations too. ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit``
+    on the whole stream learns:
+
+    >>> import numpy as np
+    >>> from nctl.sklearn import GLNRegressor
+    >>> X = np.random.default_rng(1).standard_normal((300, 3))
+    >>> y = 4.0 * np.sin(X[:, 0]) + X[:, 1] + 10.0
+    >>> model = GLNRegressor(layer_sizes=(4, 1), context_bits=2)
+    >>> for rows in np.array_split(np.arange(300), 3):
+    ...     model = model.partial_fit(X[rows], y[rows])
+    >>> whole = GLNRegressor(layer_sizes=(4, 1), context_bits=2).fit(X, y)
+    >>> bool(np.array_equal(model.predict(X[:100]), whole.predict(X[:100])))
+    True
+    >>> means, stds = model.predict(X[:100], return_std=True)
+    >>> means.shape, stds.shape, bool((stds > 0).all())
+    ((100,), (100,), True)
+    """
+
+    _learner_class = learners.GLNRegressor
+
+    # the defaults are written out for the API reference to show; tests/test_sklearn_regressor.py checks them
+    # against nctl.GLNRegressor's
+    def __init__(
+        self,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.01,
+        min_variance: float = 0.1,
+        max_variance: float = 10.0,
+        max_weight: float = 100.0,
+        max_mean: float = 10.0,
+        seed: int = 0,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.min_variance = min_variance
+        self.max_variance = max_variance
+        self.max_weight = max_weight
+        self.max_mean = max_mean
         self.seed = seed
