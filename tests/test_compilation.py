@@ -252,7 +252,8 @@ def test_an_unreadable_stored_program_is_made_again(tmp_path):
                              compiler_options=engine.compiled.COMPILER_OPTIONS)
         model = state_of()
         model.learn_many(X[:1], np.array([1]))  # the learner's state, made by the stored init (made again)
-        state, outcome, _ = fresh(model.state_, *engine.compiled.learn_block(X[1:], np.array([0]), 0), model.cfg_, None, X[0], False)
+        block = engine.compiled.learn_block(X[1:], np.array([0]), 0, model.cfg_)
+        state, outcome, _ = fresh(model.state_, *block, model.cfg_, None, X[0], False)
         assert engine.compiled.unpack(np.asarray(outcome), model.cfg_)[0][0, 0] == expected[1]
         assert [path.read_bytes()[:13] != b"not a program" for path in tmp_path.glob("run_steps-*.jaxexport")] == [True]
     finally:

@@ -63,7 +63,7 @@ def main() -> None:
         for i in range(WARM - 64, WARM):
             learner.predict_proba_one(X[i])
             learner.learn_one(X[i], Y[i])
-    Z, labels, _ = engine.compiled.learn_block(X[:1], Y[:1], 0)
+    Z, labels, _ = engine.compiled.learn_block(X[:1], Y[:1], 0, batched.cfg_)
     probe = {"state": batched.state_}  # empty, predicting and passing calls run on this one
 
     def river_rows(start):

@@ -99,7 +99,7 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
             engine = package.core.engine
             learner = package.NCTL.tabular()
             learner.learn_many(X[:steps - 1], Y[:steps - 1])
-            Z, labels = engine.compiled.learn_block(X[steps - 1:steps], Y[steps - 1:steps], 0)[:2]
+            Z, labels = engine.compiled.learn_block(X[steps - 1:steps], Y[steps - 1:steps], 0, learner.cfg_)[:2]
             state, outcome, _ = engine.compiled.run_steps(learner.state_, Z, labels, 1, learner.cfg_, None, Z[0], False)
             assert engine.compiled.unpack(np.asarray(outcome), learner.cfg_)[3], "no boundary due"
             due[name], cfgs[name] = (state, engine.ahead.boundary_program(state, learner.cfg_).program()), learner.cfg_

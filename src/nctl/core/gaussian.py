@@ -51,6 +51,10 @@ class GaussianRows(NamedTuple):
 
     dtype = jnp.float32
     kernel = False  # the C++ kernel trains GGM rows only
+    prediction_shape = (2,)  # (mean, precision)
+    neutral = (0.0, 1.0)  # what a prediction that is not computed holds: N(0, 1)
+    label_dtype = jnp.float32  # a record keeps the real target
+    values_per_input = 2  # a record keeps each hidden input's mean and precision
 
     def width(self, fan_in: int) -> int:
         """Row length for ``fan_in`` inputs counted as ``GGMRows`` counts them (one bias): the bias is
@@ -64,13 +68,35 @@ class GaussianRows(NamedTuple):
 
     def base_inputs(self, z):
         """The first layer's inputs: ``N(clip(z_j, +-FEATURE_BOUND), INPUT_VARIANCE)`` per feature, then the
-        bias Gaussians; z [d] -> [d + len(BIAS_MEANS), 2]."""
+        bias Gaussians; z [..., d] -> [..., d + len(BIAS_MEANS), 2]."""
         means = jnp.clip(z, -FEATURE_BOUND, FEATURE_BOUND).astype(jnp.float32)
         return _with_bias(jnp.stack([means, jnp.full_like(means, 1.0 / INPUT_VARIANCE)], axis=-1))
 
     def layer_inputs(self, p):
         """A layer's inputs from the layer below's predictions ``p`` [N, 2], then the bias Gaussians."""
         return _with_bias(p.astype(jnp.float32))
+
+    def input_values(self, u):
+        """What a record keeps of a hidden layer's inputs ``u`` [K, 2]: the inputs' (mean, precision) pairs
+        without the bias Gaussians, flat [2 (K - len(BIAS_MEANS))]."""
+        return u[:-len(BIAS_MEANS)].reshape(-1)
+
+    def record_inputs(self, values):
+        """A hidden layer's inputs [..., K, 2] from what a record kept of them (``input_values``)."""
+        return _with_bias(values.reshape(values.shape[:-1] + (-1, 2)))
+
+    def record_base_inputs(self, values):
+        """The first layer's inputs [..., K, 2] from a record's clipped features [..., d]."""
+        return self.base_inputs(values)
+
+    def mix(self, alpha, mass, q, live):
+        """A neuron's output: the mixture of its members' Gaussians ``q`` [S, M, N, 2] with weights
+        ``mass_s alpha_sm`` over the ``live`` [S, 1] slots (§4.2), moment matched: the mixture's mean
+        ``mu = sum w mu_sm`` and variance ``sum w (1/lambda_sm + (mu_sm - mu)^2)`` (§8.6)."""
+        w = jnp.where(live[..., None], alpha, 0.0) * mass[:, None, :]
+        mean = jnp.sum(w * q[..., 0], axis=(0, 1))
+        variance = jnp.sum(w * (1.0 / q[..., 1] + (q[..., 0] - mean) ** 2), axis=(0, 1))
+        return jnp.stack([mean, 1.0 / variance], axis=-1)
 
     def feature_bound(self) -> float:
         """The clip of a feature's mean in ``base_inputs``."""
@@ -109,8 +135,10 @@ class GaussianRows(NamedTuple):
         return jnp.clip(w - jnp.float32(self.learning_rate) * grad, -self.max_weight, self.max_weight)
 
     def target(self, y, positive):
-        """The real target ``y`` (float32) for every network of ``positive`` (regression has no classes)."""
-        return jnp.broadcast_to(jnp.asarray(y, jnp.float32), jnp.shape(positive))
+        """The real target ``y`` (float32) for every network of ``positive`` (regression has no classes): ``y``
+        broadcast against ``positive``, as ``y == positive`` is for labels."""
+        y = jnp.asarray(y, jnp.float32)
+        return jnp.broadcast_to(y, jnp.broadcast_shapes(y.shape, jnp.shape(positive)))
 
     def likelihood(self, q, x):
         """``N(x; mu, 1/lambda)``, the density, in float64."""
@@ -128,6 +156,6 @@ def _dot(a, b):
 
 
 def _with_bias(gaussians):
-    """``gaussians`` [K, 2] followed by the bias Gaussians ``(BIAS_MEANS, 1/BIAS_VARIANCE)``."""
+    """``gaussians`` [..., K, 2] followed by the bias Gaussians ``(BIAS_MEANS, 1/BIAS_VARIANCE)``."""
     bias = jnp.array([[m, 1.0 / BIAS_VARIANCE] for m in BIAS_MEANS], jnp.float32)
-    return jnp.concatenate([gaussians, bias], axis=0)
+    return jnp.concatenate([gaussians, jnp.broadcast_to(bias, gaussians.shape[:-2] + bias.shape)], axis=-2)

@@ -5,11 +5,19 @@ model says how a row predicts ``P(x = 1)`` from the layer's input logits ``u`` a
 Everything the engine needs from a neuron's model goes through it (the row-model protocol):
 
 * ``dtype``, ``width(fan_in)``, ``init_value(fan_in)``: a row's storage;
-* ``base_inputs(z)``, ``layer_inputs(p)``, ``record_inputs(values)``: a layer's inputs from the features,
-  from the predictions of the layer below, and from a stored record's input logits clipped (the
-  features' clip: ``feature_bound()``);
+* ``base_inputs(z)``, ``layer_inputs(p)``: a layer's inputs from the features and from the outputs of the
+  layer below;
+* ``input_values(u)``, ``values_per_input``: what a record keeps of a hidden layer's inputs (the bias
+  dropped; so many values per input), and ``record_inputs(values)``, ``record_base_inputs(z)``: a
+  layer's inputs rebuilt from those values, or from a record's features clipped (the features' clip:
+  ``feature_bound()``);
 * ``predict(rows, u)``, ``update(rows, u, q, x)``: a row's prediction and its learning step;
-* ``target(y, positive)``: what a network with positive class ``positive`` learns from the label ``y``;
+  ``prediction_shape`` (the trailing axes of a prediction) and ``neutral``, what a prediction that is
+  not computed holds;
+* ``mix(alpha, mass, q, live)``: a neuron's output from its members' predictions, mixed by the posteriors
+  (§4.2);
+* ``target(y, positive)``: what a network with positive class ``positive`` learns from the label ``y``
+  (``label_dtype``: how a record keeps ``y``);
 * ``likelihood(q, x)``, ``log_likelihood(q, x)`` (float64): how members are scored and mixed;
 * ``kernel``: whether the CPU kernel (``nctl.core.native``) can train rows of this kind.
 
@@ -17,6 +25,8 @@ Everything the engine needs from a neuron's model goes through it (the row-model
   ``w <- clip(w - lr (q - x) u)``.
 * ``KTRows``: Krichevsky-Trofimov counts ``(n_0, n_1)`` float64, which ignore the inputs:
   ``q = (n_1 + 1/2) / (n_0 + n_1 + 1)``; the sequence predictors of ``nctl.sequence`` use it.
+* ``nctl.core.gaussian.GaussianRows``: a Gaussian GLN neuron's weights; it predicts ``(mean, precision)``
+  (§8).
 """
 
 from typing import NamedTuple
@@ -27,6 +37,18 @@ import jax.numpy as jnp
 from nctl.core import mixing
 
 
+def mix_probabilities(rows, alpha, mass, q, live):
+    """``p = sum_s mass_s nu_s``, ``nu_s = sum_m alpha_sm q_sm`` over the ``live`` [S, 1] slots; ``alpha``
+    and ``q`` [S, M, N], ``mass`` [S, N] (§4.2): a mixture of probabilities is a probability."""
+    nu = jnp.where(live, jnp.sum(alpha * q, axis=1), 0.0)
+    return jnp.sum(mass * nu, axis=0)
+
+
+def values_without_bias(rows, u):
+    """A hidden layer's inputs ``u`` [K] without the bias (last): what a record keeps of them."""
+    return u[:-1]
+
+
 class GGMRows(NamedTuple):
     learning_rate: float = 1e-3
     prob_eps: float = mixing.PROB_EPS
@@ -35,6 +57,13 @@ class GGMRows(NamedTuple):
 
     dtype = jnp.float32
     kernel = True
+    # predictions are probabilities (scalars); what a row model that predicts them shares
+    prediction_shape = ()
+    neutral = 0.5
+    label_dtype = jnp.int32
+    values_per_input = 1
+    mix = mix_probabilities
+    input_values = values_without_bias
 
     def width(self, fan_in: int) -> int:
         """Row length for a layer with ``fan_in`` inputs (bias included)."""
@@ -55,6 +84,10 @@ class GGMRows(NamedTuple):
     def record_inputs(self, values):
         """Input logits from a record's clipped logits ``values`` [..., K - 1]: the bias appended."""
         return jnp.concatenate([values, jnp.full(values.shape[:-1] + (1,), mixing.BIAS_LOGIT, jnp.float32)], axis=-1)
+
+    def record_base_inputs(self, values):
+        """The first layer's input logits from a record's clipped features [..., d]: as ``record_inputs``."""
+        return self.record_inputs(values)
 
     def init_value(self, fan_in: int) -> float:
         """Every entry of a fresh row: 0 (predicts 1/2) or ``1/K`` (``weight_init="uniform"``)."""
@@ -87,6 +120,13 @@ class GGMRows(NamedTuple):
 class KTRows(NamedTuple):
     dtype = jnp.float64
     kernel = False
+    # predictions are probabilities (scalars); what a row model that predicts them shares
+    prediction_shape = ()
+    neutral = 0.5
+    label_dtype = jnp.int32
+    values_per_input = 1
+    mix = mix_probabilities
+    input_values = values_without_bias
 
     def width(self, fan_in: int) -> int:
         return 2
@@ -103,6 +143,9 @@ class KTRows(NamedTuple):
 
     def record_inputs(self, values):
         return jnp.ones(values.shape[:-1] + (1,), jnp.float32)
+
+    def record_base_inputs(self, values):
+        return self.record_inputs(values)
 
     def init_value(self, fan_in: int) -> float:
         return 0.0

@@ -138,7 +138,7 @@ def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_feature
     """Compile the enlargement from ``cfg`` to ``new`` and ``new``'s programs: the steps (as ``learn``
     calls them), the boundary and, for a stream learned one row at a time, the one-row prediction."""
     grown = resize_program.lower(shapes, cfg, new).compile().out_info
-    Z, labels, n = learn_block(np.zeros((1, n_features), np.float32), np.zeros(1, np.int32), 0)
+    Z, labels, n = learn_block(np.zeros((1, n_features), np.float32), np.zeros(1), 0, new)
     run_steps.lower(grown, Z, labels, n, new, observe, Z[0], True).compile()
     for ahead in programs_ahead(grown, new, one_row):
         ahead.program()

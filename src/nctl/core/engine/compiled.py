@@ -42,7 +42,8 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
     new state (the next step's frozen prediction, as ``predict``; one program whether asked or not).
     Returns ``(state, outcome, observations)``: ``outcome`` packs into one float64 array (one transfer
     to the host, §6.9) the predictions [B, classes], the prediction of ``z_next`` [classes] (NaN where
-    not made), the rows done and whether a boundary is due; ``unpack`` splits it."""
+    not made), the rows done and whether a boundary is due; ``unpack`` splits it. A prediction is
+    ``rows.prediction_shape`` per class network."""
     last_step = 2**cfg.max_depth
 
     def can_go(carry):
@@ -58,7 +59,7 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
         state = when(~due, lambda s: advance(s, cfg, pool_update=False), state)
         return i + 1, state, preds.at[i].set(p), obs, due
 
-    preds = jnp.zeros((Z.shape[0], cfg.n_nets), jnp.float64)
+    preds = jnp.zeros((Z.shape[0], cfg.n_nets) + cfg.rows.prediction_shape, jnp.float64)
     obs = None
     if observe is not None:
         shapes = jax.eval_shape(lambda s: observe(s, cfg), state)
@@ -73,10 +74,11 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
 
 
 def unpack(outcome: np.ndarray, cfg: EngineConfig):
-    """``run_steps``' outcome as ``(predictions [B, classes], prediction of z_next [classes], rows done,
-    boundary due)``."""
-    classes = cfg.n_nets
-    preds, p_next = outcome[:-2 - classes].reshape(-1, classes), outcome[-2 - classes:-2]
+    """``run_steps``' outcome as ``(predictions [B, classes, *prediction_shape], prediction of z_next
+    [classes, *prediction_shape], rows done, boundary due)``."""
+    shape = (cfg.n_nets,) + cfg.rows.prediction_shape
+    size = int(np.prod(shape))
+    preds, p_next = outcome[:-2 - size].reshape((-1,) + shape), outcome[-2 - size:-2].reshape(shape)
     return preds, p_next, int(outcome[-2]), bool(outcome[-1])
 
 
@@ -105,13 +107,14 @@ def predict_rows(state: State, Z, n, cfg: EngineConfig):
 resize_program = programs.jit(resize, static_argnums=(1, 2))
 
 
-def learn_block(X, Y, start: int):
+def learn_block(X, Y, start: int, cfg: EngineConfig):
     """The next rows from ``start`` as ``run_steps`` takes them (arguments of the same kinds in every call,
     so that the program compiled ahead for a configuration is the one its calls find): ``(Z
-    [LEARN_BLOCK, d] float32, labels [LEARN_BLOCK] int32, n)``, zero past the ``n`` rows."""
+    [LEARN_BLOCK, d] float32, labels [LEARN_BLOCK] (rows.label_dtype: int32 labels, or float32 targets), n)``,
+    zero past the ``n`` rows."""
     n = min(LEARN_BLOCK, X.shape[0] - start)
     Z = np.zeros((LEARN_BLOCK, X.shape[1]), np.float32)
     Z[:n] = X[start:start + n]
-    labels = np.zeros(LEARN_BLOCK, np.int32)
+    labels = np.zeros(LEARN_BLOCK, cfg.rows.label_dtype)
     labels[:n] = Y[start:start + n]
     return Z, labels, n

@@ -11,6 +11,7 @@ import numpy as np
 
 from nctl.core import gln, native, tree
 from nctl.core.pool import PoolConfig
+from nctl.core.gaussian import GaussianRows
 from nctl.core.rows import GGMRows, KTRows
 
 
@@ -72,7 +73,7 @@ class EngineConfig(NamedTuple):
     n_features: int
     layer_sizes: tuple
     context_bits: int
-    rows: GGMRows | KTRows
+    rows: GGMRows | KTRows | GaussianRows
     pool: PoolConfig
     prior: tuple  # of tree.TreePrior: the split-probability grid (one point: plain PTW, §3.6)
     n_classes: int  # 2: one binary network; K > 2: K one-vs-all networks
@@ -112,7 +113,8 @@ class EngineConfig(NamedTuple):
 
     @property
     def hidden_width(self) -> int:
-        return sum(self.layer_sizes[:-1])
+        """Values a record keeps of the inputs of layers 2..L (``rows.input_values``)."""
+        return self.rows.values_per_input * sum(self.layer_sizes[:-1])
 
     @property
     def context_dtype(self):

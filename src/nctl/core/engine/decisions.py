@@ -190,11 +190,14 @@ def _input_table(at: _Layer):
     ``i`` being ``clip(table[i, offset : offset + K - 1], -bound, bound)`` (its bias input is last)."""
     if at.layer == 0:
         return at.close.state.records.z, 0, at.cfg.rows.feature_bound()
-    return at.net.hidden, sum(at.cfg.layer_sizes[: at.layer - 1]), float("inf")
+    return at.net.hidden, at.cfg.rows.values_per_input * sum(at.cfg.layer_sizes[: at.layer - 1]), float("inf")
 
 
 def _record_inputs(at: _Layer, ids):
-    """The layer's input logits [..., K] of records ``ids`` [...]."""
+    """The layer's inputs [..., K] (input logits; or [..., K, 2] Gaussians) of records ``ids`` [...]."""
     table, offset, bound = _input_table(at)
-    width = at.cfg.layers[at.layer].width
-    return at.cfg.rows.record_inputs(jnp.clip(table[ids][..., offset: offset + width - 1], -bound, bound))
+    rows = at.cfg.rows
+    if at.layer == 0:
+        return rows.record_base_inputs(jnp.clip(table[ids][..., :at.cfg.n_features], -bound, bound))
+    count = rows.values_per_input * at.cfg.layer_sizes[at.layer - 1]
+    return rows.record_inputs(jnp.clip(table[ids][..., offset: offset + count], -bound, bound))

@@ -51,7 +51,7 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
             new = next_arena_enlargement(cfg)
             if new is not None:
                 enlarge_ahead(state, cfg, new, X.shape[1], observe, one_row)
-        Z, labels, n = learn_block(X, Y, a)
+        Z, labels, n = learn_block(X, Y, a, cfg)
         ask = z_next is not None and a + n == X.shape[0]
         state, outcome, obs = run_steps(state, Z, labels, n, cfg, observe, z_next if ask else Z[0], ask)
         p, p_next, done, due = unpack(np.asarray(outcome), cfg)  # slicing on the host compiles nothing
@@ -76,7 +76,8 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         ahead = programs_ahead(state, cfg, one_row)
     for compiled in ahead:  # ready before the stream goes on: no stall at its first boundary, nor at the
         compiled.program()  # first prediction after it
-    return state, cfg, np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets)), obs, p_next
+    probs = np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets) + cfg.rows.prediction_shape)
+    return state, cfg, probs, obs, p_next
 
 
 def pad_to_grown(parts) -> list:
@@ -103,4 +104,4 @@ def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
         Z = np.zeros((size, X.shape[1]), np.float32)
         Z[:rows.shape[0]] = rows
         out.append(np.asarray(predict_rows(state, Z, rows.shape[0], cfg))[:rows.shape[0]])
-    return np.concatenate(out) if out else np.zeros((0, cfg.n_nets))
+    return np.concatenate(out) if out else np.zeros((0, cfg.n_nets) + cfg.rows.prediction_shape)

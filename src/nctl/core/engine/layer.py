@@ -27,6 +27,16 @@ def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
                                       default=lambda r: cfg.rows.predict(r, u))
 
 
+def neutral(cfg: EngineConfig, shape: tuple):
+    """Predictions that are not computed: ``rows.neutral``, [*shape, *rows.prediction_shape]."""
+    return jnp.broadcast_to(jnp.asarray(cfg.rows.neutral, cfg.rows.dtype), shape + cfg.rows.prediction_shape)
+
+
+def per_prediction(cfg: EngineConfig, a):
+    """``a`` [...] (a mask or an index per prediction) with an axis of 1 for each of a prediction's own axes."""
+    return a.reshape(a.shape + (1,) * len(cfg.rows.prediction_shape))
+
+
 class Lanes(NamedTuple):
     """A layer's lanes at the step's contexts, per live slot and neuron."""
 
@@ -100,7 +110,7 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
 
     def train_slots(blocks, chunk: int):
         """``train`` for the live slots, ``chunk`` slots at a time (the slot axis padded to a multiple of
-        ``chunk`` with slots that are not live); slots past the live ones' last chunk predict 1/2."""
+        ``chunk`` with slots that are not live); slots past the live ones' last chunk predict ``rows.neutral``."""
         rounds = -(-S // chunk)
         extra = rounds * chunk - S
         pad = lambda a, fill: jnp.pad(a, [(0, extra)] + [(0, 0)] * (a.ndim - 1), constant_values=fill)
@@ -113,7 +123,7 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
             blocks, q = train(carry[0], (at + jnp.arange(chunk))[:, None, None], *taken)
             return blocks, jax.lax.dynamic_update_slice_in_dim(carry[1], q, at, 0)
 
-        q = jnp.full((rounds * chunk, shape.neurons, cfg.pool.lanes), 0.5, cfg.rows.dtype)
+        q = neutral(cfg, (rounds * chunk, shape.neurons, cfg.pool.lanes))
         blocks, q = jax.lax.fori_loop(0, (sched.size + chunk - 1) // chunk, body, (blocks, q))
         return blocks, q[:S]
 
@@ -153,7 +163,8 @@ def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
 
 @jax.named_scope("source_predictions")
 def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
-    """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i]: members without a
+    """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i] (each prediction
+    ``rows.prediction_shape``, trailing; so in every shape here): members without a
     lane, and (when predicting) lanes not trained in their slot's block yet, predict with their source
     row; each pool entry is predicted once per step. Bounded mode, and large layers' frozen predictions
     (§6.2, §6.6)."""
@@ -165,16 +176,20 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, 
     q_entries = entry_predictions(cfg, net.arena.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
     source = jnp.moveaxis(net.slots.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
-    stored = jnp.where(source >= 0, q_entries[neurons[None, :, None], jnp.maximum(source, 0)], q_fresh)
-    frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1))], axis=2)  # [S, N_i, M]
+    q_sources = q_entries[neurons[None, :, None], jnp.maximum(source, 0)]
+    stored = jnp.where(per_prediction(cfg, source >= 0), q_sources, q_fresh)
+    ps = cfg.rows.prediction_shape
+    frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1) + ps)], axis=2)  # [S, N_i, M]
     if not learn:  # lanes not trained in this slot's block yet read their sources
         current = current & live[:, None, None]
-        q = jnp.where(current, q, jnp.take_along_axis(frozen, jnp.clip(member, 0, k), axis=2))
+        sources = jnp.take_along_axis(frozen, per_prediction(cfg, jnp.clip(member, 0, k)), axis=2)
+        q = jnp.where(per_prediction(cfg, current), q, sources)
     # each lane's prediction to its member (a node's lanes hold distinct members), by one flat index: a
     # lane without a member is dropped past the array's end, where an index past the member axis alone
     # would be wrapped into the next slot's first member by XLA:GPU's deterministic scatter (§6.9)
     M = k + 1
     flat = (positions[..., None] * shape.neurons + neurons[None, :, None]) * M + member  # [S, N_i, W]
     index = unique_or_drop(flat, member >= 0, S * shape.neurons * M)
-    q_members = frozen.reshape(-1).at[index.reshape(-1)].set(q.reshape(-1), mode="drop", unique_indices=True)
+    q_members = frozen.reshape((-1,) + ps).at[index.reshape(-1)].set(q.reshape((-1,) + ps), mode="drop",
+                                                                     unique_indices=True)
     return jnp.moveaxis(q_members.reshape(frozen.shape), 2, 1)

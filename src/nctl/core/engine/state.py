@@ -77,7 +77,7 @@ class Records(NamedTuple):
     """Stored steps, shared by the class networks (they see the same ``z`` and ``y``)."""
 
     z: jax.Array  # [A_r, d] float32
-    y: jax.Array  # [A_r] int32
+    y: jax.Array  # [A_r] the label (int32), or the real target (float32; rows.label_dtype)
     segment: Reservoir  # [S, R]: record ids sampled from each slot's segment
     free: jax.Array  # [P] int32: rows reserved for the records of steps t .. (next boundary)
     ok: jax.Array  # bool: the last reservation found P free rows
@@ -109,7 +109,7 @@ def init_state(cfg: EngineConfig, key, depth: int, initial_pool, layer_gates: tu
     S, R, P = cfg.slots, cfg.pool.reservoir_size, cfg.chunk
     records = Records(
         z=jnp.zeros((cfg.record_rows, cfg.n_features), jnp.float32),
-        y=jnp.zeros(cfg.record_rows, jnp.int32),
+        y=jnp.zeros(cfg.record_rows, cfg.rows.label_dtype),
         segment=Reservoir(jnp.full((S, R), -1, jnp.int32), jnp.zeros(S, jnp.int32), jnp.zeros(S, jnp.int32)),
         free=jnp.arange(P, dtype=jnp.int32),
         ok=jnp.bool_(True),

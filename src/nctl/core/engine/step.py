@@ -23,15 +23,15 @@ from nctl.core.engine.state import Net, State
 
 class Forward(NamedTuple):
     net: Net
-    p: jax.Array  # output neuron's prediction
-    hidden: jax.Array  # [H] input logits of layers 2..L (the step's record)
+    p: jax.Array  # output neuron's prediction (shaped rows.prediction_shape)
+    hidden: jax.Array  # [H] inputs of layers 2..L as a record keeps them (the step's record)
     contexts: jax.Array  # [N] every neuron's context (the step's record)
-    q: tuple  # per layer [S, M, N_i] member predictions
+    q: tuple  # per layer [S, M, N_i, *rows.prediction_shape] member predictions
 
 
 def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool) -> Forward:
-    """Every layer in order: member predictions, node mixtures ``nu``, neuron outputs
-    ``p = sum_slots mass nu`` (§4.2), and, when learning, every trained row's update."""
+    """Every layer in order: member predictions, neuron outputs ``p`` mixed from them by the posteriors
+    (``rows.mix``, §4.2), and, when learning, every trained row's update."""
     post = posterior(net, sched, cfg)
     if cfg.pool.bounded:
         lanes, since = assign_lanes(net, sched, cfg)
@@ -43,10 +43,9 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
     for index, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         if index:
-            hidden.append(u[:-1])
+            hidden.append(cfg.rows.input_values(u))
         net, q = layer_pass(net, index, cfg, sched, contexts[cols], u, x, learn)
-        nu = jnp.where(live, jnp.sum(post.alpha[:, :, cols] * q, axis=1), 0.0)
-        p = jnp.sum(post.mass[:, cols] * nu, axis=0)
+        p = cfg.rows.mix(post.alpha[:, :, cols], post.mass[:, cols], q, live)
         qs.append(q)
         u = cfg.rows.layer_inputs(p)
     hidden = jnp.concatenate(hidden) if hidden else jnp.zeros(0, jnp.float32)
