@@ -197,13 +197,13 @@ def test_a_tree_that_outgrows_its_depth_learns_exactly_like_a_deeper_one(fixed, 
     engine sized for the deeper tree from the start (to the last bits of a sum over more slots). The
     deeper engine keeps its blocks at fixed places in both cases (the layout changes no prediction), so
     both cases and test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones compile it once."""
-    from nctl.learners import nctl_learner
+    from nctl.learners import engine_learner
 
     X, y = stream_arrays(44, n_features=3)
     expected = nctl.NCTL(**GROWING).learn_many(X, y)
     if not fixed:
         monkeypatch.setattr(engine.config, "FIXED_BLOCKS_SLACK", 0.0)
-    monkeypatch.setattr(nctl_learner, "DEFAULT_MAX_DEPTH", 5)
+    monkeypatch.setattr(engine_learner, "DEFAULT_MAX_DEPTH", 5)
     shallow = nctl.NCTL(**GROWING)
     got = shallow.learn_many(X, y)
     assert shallow.cfg_.max_depth == 6 and [shape.fixed for shape in shallow.cfg_.layers] == [fixed, fixed]

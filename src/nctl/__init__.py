@@ -12,6 +12,6 @@ jax.config.update("jax_enable_x64", True)
 __version__ = "0.1.0"
 
 from nctl.compilation import enable_compilation_cache  # noqa: E402
-from nctl.learners import GLN, NCTL, GLNRegressor, load  # noqa: E402
+from nctl.learners import GLN, NCTL, GLNRegressor, NCTLRegressor, load  # noqa: E402
 
-__all__ = ["GLN", "GLNRegressor", "NCTL", "enable_compilation_cache", "load"]
+__all__ = ["GLN", "GLNRegressor", "NCTL", "NCTLRegressor", "enable_compilation_cache", "load"]

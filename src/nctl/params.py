@@ -142,8 +142,7 @@ GLN_RULES: dict[str, Rule] = {
     "max_weight": partial(check_float, low=0, low_open=True),
     "seed": partial(check_int, low=0, high=MAX_SEED),
 }
-NCTL_RULES: dict[str, Rule] = {
-    **GLN_RULES,
+FMN_RULES: dict[str, Rule] = {  # the Forget-Me-Not settings of every learner run by the NCTL engine
     "pool_size": partial(check_int, low=0, high=MAX_POOL_SIZE),
     "depth": partial(check_optional_int, low=0, high=MAX_DEPTH),
     "min_segment": partial(check_power_of_two, low=1, high=MAX_MIN_SEGMENT),
@@ -155,6 +154,7 @@ NCTL_RULES: dict[str, Rule] = {
     "split_prob": check_split_prob,
     "trained_members": partial(check_optional_int, low=1, high=MAX_POOL_SIZE),
 }
+NCTL_RULES: dict[str, Rule] = {**GLN_RULES, **FMN_RULES}
 
 
 def checked(rules: dict[str, Rule], values: dict[str, Any]) -> dict[str, Any]:

@@ -116,10 +116,30 @@ def assert_same_events(got, want, when, closest):
                                           f"reference's closest decision was {closest:.2g} (relative) from a tie")
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_nctl_regressor_matches_the_literal_network(case):
+# the engine's other code paths (docs/algorithm.md §6.2, §6.3; Gaussian rows never use the CPU kernel): as
+# large layers (slot by slot; pool decisions one neuron at a time; frozen predictions from each pool entry
+# once) for a case with a pool and a bounded one, and XLA's loop over chunks of 3 live slots for one case
+PER_SLOT = ["k3-grow-L4-joint-spacing", "k2-D7-L1-bounded1"]
+CHUNKED = ["k3-D7-L2"]
+
+
+@pytest.mark.parametrize("case, code_path", [(case, "default") for case in CASES]
+                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED])
+def test_nctl_regressor_matches_the_literal_network(case, code_path, monkeypatch):
+    from nctl.core.engine import config, decisions, layer
+
+    if code_path == "per-slot":
+        monkeypatch.setattr(config, "VECTORISED_LAYER_BYTES", 0)
+        monkeypatch.setattr(layer, "LANE_PREDICTION_BYTES", 0)
+        monkeypatch.setattr(decisions, "SCORE_BYTES", 0)
+    if code_path == "chunked":
+        monkeypatch.setattr(config, "CHUNKED_SLOT_BYTES", 0)
+        monkeypatch.setattr(config, "SLOT_CHUNK", 3)
     n_features, kwargs = settings(case)
-    learner = nctl.NCTLRegressor(**kwargs)
+    learner = nctl.NCTLRegressor(**kwargs)  # created after the code path is chosen
+    layers = learner.engine_config(n_features).layers
+    assert all(shape.vectorised == (code_path != "per-slot") for shape in layers)
+    assert all((shape.slot_chunk == 3) == (code_path == "chunked") for shape in layers)
     X, y = recurring_stream(STEPS, n_features)
     planes = one_network(learner.hyperplanes(n_features))
     want_means, want_variances, events_half, events_end, closest = run_reference(case, planes)

@@ -16,17 +16,21 @@ hyper-parameters only; the state (``state_``) is created on the first example.
 True
 
 The modules: ``base`` (what both learners share, and ``save``), ``inputs`` (checks of features and
-labels), ``gln`` (``GLN``), ``nctl_learner`` (``NCTL``), ``presets`` (the paper's and the tabular
-settings), ``saving`` (``load``, and the save formats it reads). Every public name is also here.
+labels), ``gln`` (``GLN``), ``engine_learner`` (what the learners run by the NCTL engine share), ``nctl_learner``
+(``NCTL``), ``regressor`` (``GLNRegressor``, and what the regressors share), ``nctl_regressor``
+(``NCTLRegressor``), ``presets`` (the paper's and the tabular settings), ``saving`` (``load``, and the save
+formats it reads). Every public name is also here.
 """
 
 from nctl.learners.base import FORKED_LEARNS, PENDING_ROWS, SAVE_FORMAT, OnlineLearner
 from nctl.learners.gln import GLN, GLN_CHUNK
-from nctl.learners.nctl_learner import DEFAULT_MAX_DEPTH, NCTL
+from nctl.learners.engine_learner import DEFAULT_MAX_DEPTH, EngineLearner
+from nctl.learners.nctl_learner import NCTL
 from nctl.learners.presets import GLN_TABULAR, PAPER_NETWORKS, PAPER_POOL, SPLIT_GRID, TABULAR
-from nctl.learners.regressor import GLNRegressor
+from nctl.learners.nctl_regressor import NCTLRegressor
+from nctl.learners.regressor import GLNRegressor, Regressor
 from nctl.learners.saving import NPZ_MAGIC, READABLE_FORMATS, UNREADABLE_SAVE, load
 
-__all__ = ["DEFAULT_MAX_DEPTH", "FORKED_LEARNS", "GLN", "GLN_CHUNK", "GLN_TABULAR", "GLNRegressor", "NCTL", "NPZ_MAGIC",
-           "OnlineLearner", "PAPER_NETWORKS", "PAPER_POOL", "PENDING_ROWS", "READABLE_FORMATS", "SAVE_FORMAT",
-           "SPLIT_GRID", "TABULAR", "UNREADABLE_SAVE", "load"]
+__all__ = ["DEFAULT_MAX_DEPTH", "EngineLearner", "FORKED_LEARNS", "GLN", "GLN_CHUNK", "GLN_TABULAR", "GLNRegressor",
+           "NCTL", "NCTLRegressor", "NPZ_MAGIC", "OnlineLearner", "PAPER_NETWORKS", "PAPER_POOL", "PENDING_ROWS",
+           "READABLE_FORMATS", "Regressor", "SAVE_FORMAT", "SPLIT_GRID", "TABULAR", "UNREADABLE_SAVE", "load"]

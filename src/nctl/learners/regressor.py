@@ -73,21 +73,65 @@ def standardised(stats, y):
     count, mean, squares = (float(v) for v in stats)
     shifts, scales, scaled = np.empty(len(y)), np.empty(len(y)), np.empty(len(y), np.float32)
     for t, value in enumerate(y):
-        shifts[t], scales[t] = mean, _scale(count, squares)
+        shifts[t], scales[t] = mean, target_scale(count, squares)
         count += 1.0
         delta = value - mean
         mean += delta / count
         squares += delta * (value - mean)
-        scaled[t] = (value - mean) / _scale(count, squares)
+        scaled[t] = (value - mean) / target_scale(count, squares)
     return shifts, scales, scaled, np.array([count, mean, squares])
 
 
-def _scale(count: float, squares: float) -> float:
+def target_scale(count: float, squares: float) -> float:
+    """The standard deviation of the targets seen (their ``count`` and sum of squared deviations), or 1 while
+    every target so far is equal."""
     return math.sqrt(squares / count) if squares > 0 else 1.0
 
 
+class Regressor:
+    """What the regressors (``GLNRegressor``, ``NCTLRegressor``) share, mixed in before ``OnlineLearner``: real
+    targets, predicted means and the predictive distribution, from a ``_distribution(X)`` hook (means and
+    variances [n] in the targets' units)."""
+
+    n_classes = 1  # one network (for the plumbing that counts networks); not a parameter
+    _target_kind = "target"
+
+    @property
+    def predict_proba_one(self):
+        raise AttributeError(f"{type(self).__name__} predicts real values: use predict_one, or "
+                             "predict_distribution_many")
+
+    @property
+    def predict_proba_many(self):
+        raise AttributeError(f"{type(self).__name__} predicts real values: use predict_many, or "
+                             "predict_distribution_many")
+
+    def predict_one(self, x) -> float:
+        """The predicted mean of the target of ``x``, with every row given so far learned; the learner
+        does not change."""
+        return float(self._predict_row(x))
+
+    def predict_many(self, X) -> np.ndarray:
+        """The predicted means [n] of the targets of the rows of ``X`` [n, d]; the learner does not change."""
+        return self._predict_rows(X)
+
+    def predict_distribution_many(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """The predictive Gaussians of the rows of ``X`` [n, d]: means [n] and variances [n] in the targets'
+        units; the learner does not change."""
+        X = self._checked_rows(X)
+        if not len(X):
+            return np.zeros(0), np.zeros(0)
+        return self._distribution(X)
+
+    def _checked_targets(self, y) -> np.ndarray:
+        return check_targets(y)
+
+    def _outputs(self, means: np.ndarray) -> np.ndarray:
+        return np.asarray(means, np.float64)[:, 0]
+
+
 @dataclass(eq=False)
-class GLNRegressor(OnlineLearner):
+class GLNRegressor(Regressor, OnlineLearner):
     """A Gaussian Gated Linear Network ([algorithm §8](algorithm.md#8-gaussian-rows-continual-regression)):
     every neuron a gated product of Gaussians, trained online on its own log likelihood of the target; the
     output neuron's Gaussian is the predictive distribution.
@@ -119,9 +163,6 @@ class GLNRegressor(OnlineLearner):
     max_mean: float = 10.0
     seed: int = 0
 
-    n_classes = 1  # one network (for the plumbing that counts networks); not a parameter
-    _target_kind = "target"
-
     def __post_init__(self) -> None:
         check_fields(self, REGRESSOR_RULES)
         if self.min_variance >= self.max_variance:
@@ -133,37 +174,6 @@ class GLNRegressor(OnlineLearner):
         """The row model of every neuron: Gaussian rows with this learner's settings."""
         return GaussianRows(float(self.learning_rate), float(self.min_variance), float(self.max_variance),
                             float(self.max_weight), float(self.max_mean))
-
-    @property
-    def predict_proba_one(self):
-        raise AttributeError("GLNRegressor predicts real values: use predict_one, or predict_distribution_many")
-
-    @property
-    def predict_proba_many(self):
-        raise AttributeError("GLNRegressor predicts real values: use predict_many, or predict_distribution_many")
-
-    def predict_one(self, x) -> float:
-        """The predicted mean of the target of ``x``, with every row given so far learned; the learner
-        does not change."""
-        return float(self._predict_row(x))
-
-    def predict_many(self, X) -> np.ndarray:
-        """The predicted means [n] of the targets of the rows of ``X`` [n, d]; the learner does not change."""
-        return self._predict_rows(X)
-
-    def predict_distribution_many(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """The predictive Gaussians of the rows of ``X`` [n, d]: means [n] and variances [n] in the targets'
-        units; the learner does not change."""
-        X = self._checked_rows(X)
-        if not len(X):
-            return np.zeros(0), np.zeros(0)
-        return self._distribution(X)
-
-    def _checked_targets(self, y) -> np.ndarray:
-        return check_targets(y)
-
-    def _outputs(self, means: np.ndarray) -> np.ndarray:
-        return np.asarray(means, np.float64)[:, 0]
 
     def _fresh_state(self, n_features: int) -> RegressorState:
         gates = gln.network_gates(jax.random.PRNGKey(self.seed), 1, n_features, self.layer_sizes, self.context_bits)
@@ -192,7 +202,7 @@ class GLNRegressor(OnlineLearner):
         """Means and variances [n] of the rows ``X`` [n, d], mapped back with the current statistics."""
         q = np.asarray(_regressor_predict(self.state_.layers, jnp.asarray(X), self.rows), np.float64)[:, 0]
         count, mean, squares = np.asarray(self.state_.targets)
-        scale = _scale(count, squares)
+        scale = target_scale(count, squares)
         return mean + scale * q[:, 0], scale**2 / q[:, 1]
 
     def restore_template(self, n_features: int, shapes: dict):

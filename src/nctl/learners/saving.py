@@ -19,10 +19,11 @@ from nctl.core import engine
 from nctl.learners.base import committed
 from nctl.learners.gln import GLN
 from nctl.learners.nctl_learner import NCTL
+from nctl.learners.nctl_regressor import NCTLRegressor
 from nctl.learners.regressor import GLNRegressor
 
 # the save formats load reads, per class
-READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7), "GLNRegressor": (7,)}
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7), "GLNRegressor": (7,), "NCTLRegressor": (7,)}
 
 # what reading a damaged, truncated or foreign file raises
 UNREADABLE_SAVE = (ValueError, KeyError, TypeError, AttributeError, EOFError, OSError, zipfile.BadZipFile)
@@ -58,7 +59,7 @@ def _starts_as_npz(path) -> bool:
 def _restore(path):
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
-        classes = {"GLN": GLN, "NCTL": NCTL, "GLNRegressor": GLNRegressor}
+        classes = {"GLN": GLN, "NCTL": NCTL, "GLNRegressor": GLNRegressor, "NCTLRegressor": NCTLRegressor}
         kind = meta.get("class") if isinstance(meta, dict) else None
         if kind not in classes:
             raise ValueError(f"unknown learner class {kind!r}; known: {', '.join(classes)}")
@@ -104,7 +105,7 @@ def _check_meta(meta: dict, kind: str) -> None:
               ("t", integer(0), "an integer >= 0"),
               ("shapes", lambda value: isinstance(value, dict), "an object")]
     shapes = meta.get("shapes")
-    if kind == "NCTL" and isinstance(shapes, dict):
+    if kind in ("NCTL", "NCTLRegressor") and isinstance(shapes, dict):
         fields += [("shapes.max_depth", integer(0), "an integer >= 0"),
                    ("shapes.record_rows", integer(1), "an integer >= 1"),
                    ("shapes.arena_depth", lambda value: integer(0)(value) and value <= shapes.get("max_depth", 0),

@@ -1,0 +1,160 @@
+"""What every learner run by the NCTL engine (``nctl.core.engine``) shares: ``EngineLearner``, the
+engine's configuration, state, learning, forks, inspection and save shapes, for ``nctl.NCTL`` (GGM
+neurons) and ``nctl.NCTLRegressor`` (Gaussian neurons)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import partial
+
+import jax
+import numpy as np
+
+from nctl.core import engine, tree
+from nctl.core.pool import PoolConfig
+from nctl.learners.base import bytes_of
+
+DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
+
+
+class EngineLearner:
+    """A learner whose every neuron is a Forget-Me-Not process run by ``nctl.core.engine``; mixed into a
+    dataclass with ``OnlineLearner`` that has the fields ``layer_sizes``, ``context_bits``, ``depth``,
+    ``seed``, ``n_classes`` and the pool's (``params.FMN_RULES``), and a ``rows`` property: the row model
+    of its neurons."""
+
+    _memory_remedy = "lower context_bits, layer_sizes or pool_size, or give the process more memory"
+
+    def _pool_config(self) -> PoolConfig:
+        return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),
+                          float(self.refine_threshold), float(self.skip_threshold), bool(self.joint_evidence),
+                          self.eviction, self.trained_members).validate()
+
+    def engine_config(self, n_features: int, max_depth: int | None = None, record_rows: int | None = None,
+                      arena_depth: int | None = None, full: bool = False,
+                      fixed_blocks: tuple | None = None) -> engine.EngineConfig:
+        """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6): room for
+        a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
+        small and grow with it (``engine.lean_arena_depth``) unless ``full``; the layers with fixed
+        blocks are ``fixed_blocks``, by default the engine's choice (``engine.configure``)."""
+        rows = self.rows
+        if max_depth is None:
+            max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
+        cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
+                               tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth,
+                               fixed_blocks)
+        if self.depth is None and arena_depth is None and not full:
+            cfg = engine.configured(cfg, arena_depth=engine.lean_arena_depth(cfg, 0))
+        return cfg
+
+    @property
+    def cfg_(self) -> engine.EngineConfig:
+        """The engine configuration of ``state_`` (it changes when the state grows)."""
+        self._run_pending()
+        return self._cfg
+
+    @cfg_.setter
+    def cfg_(self, cfg: engine.EngineConfig) -> None:
+        self._cfg = cfg
+
+    def _first_state_bytes(self, n_features: int) -> int:
+        return self.state_bytes(n_features, n_steps=0)  # a growing tree's arenas grow later
+
+    def state_bytes(self, n_features: int, n_steps: int | None = None) -> int:
+        """Bytes of the largest state this learner reaches for ``n_features`` inputs on a stream of
+        ``n_steps`` steps (default ``2^depth``, or ``2^DEFAULT_MAX_DEPTH`` when growing), from shapes
+        alone (nothing is allocated): an upper bound to plan with."""
+        cfg = self.engine_config(n_features, full=True)
+        if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
+            cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
+        return bytes_of(partial(self._fresh_state, n_features, cfg))
+
+    def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
+        cfg = cfg or self.engine_config(n_features)
+        return engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
+
+    def _init_state(self, n_features: int):
+        self.cfg_ = self.engine_config(n_features)
+        return self._fresh_state(n_features, self.cfg_)
+
+    def _copy_extra(self, twin) -> None:
+        if self.state_ is not None:
+            twin.cfg_ = self.cfg_
+
+    # -- learning and predicting
+
+    def _learn(self, X, y):
+        return self._run(X, y, None)[0]
+
+    def learn_observed(self, X, y, observe):
+        """``learn_many`` that also returns ``observe(state, cfg)`` after every step (stacked), taken once
+        the step is learned and before the next boundary is processed; ``observe`` is a module-level pure
+        function of the engine state and configuration (``nctl.core.engine``), e.g.
+        ``nctl.inspect.boundaries.segment_posterior``."""
+        X, y = self._checked_batch(X, y)
+        probs, observations = self._run(X, y, observe)
+        self.t_ += len(X)
+        return self._outputs(probs), observations
+
+    def _run(self, X, y, observe):
+        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe)
+        return probs, observations
+
+    def _learn_then_predict(self, X, y, x):
+        self.state_, self.cfg_, _, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x)
+        return p
+
+    @contextmanager
+    def fork(self, X, y):
+        """``OnlineLearner.fork``: the rows are learned by this learner itself, and what they overwrite
+        is kept in a journal and put back on leaving the block (docs/algorithm.md §6.7), so a fork costs
+        what its rows touch, not a copy of the learner; where a journal cannot serve (the rows would
+        enlarge the learner), the fork is a copy."""
+        X, y = self._checked_batch(X, y)
+        self._run_pending()
+        kept = engine.journal(self._state, self._cfg, X) if len(X) else None
+        if kept is None:
+            with super().fork(X, y) as twin:
+                yield twin
+            return
+        t, cfg = self.t_, self._cfg
+        try:
+            self._learn(X, y)
+            self._forked, self.t_ = True, t + len(X)
+            yield self
+        finally:
+            self._forked = False
+            self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
+
+    def _predict(self, X):
+        return engine.predict(self.state_, self.cfg_, X)
+
+    # -- looking inside
+
+    def hyperplanes(self, n_features: int) -> tuple:
+        """The gating hyperplanes ``(normals [N, s, d], offsets [N, s])`` of every class network (one
+        when binary, or for regression) and layer, as the learner draws them for ``n_features`` inputs."""
+        gates = engine.gates(self.engine_config(n_features), jax.random.PRNGKey(self.seed))
+        return tuple(tuple((np.asarray(g.normals[net]), np.asarray(g.offsets[net])) for g in gates)
+                     for net in range(gates[0].normals.shape[0]))
+
+    def pool_events(self) -> tuple:
+        """Per class network, per layer: ``[N_i, 4]`` counts of refine, skip, add and evict (§4.5)."""
+        if self.state_ is None:
+            raise ValueError("the learner has not seen any example yet")
+        events = np.asarray(self.state_.nets.pool.events)
+        return tuple(tuple(net[s.offset:s.offset + s.neurons] for s in self.cfg_.layers) for net in events)
+
+    # -- save / load
+
+    def _shape_meta(self) -> dict:
+        return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows,
+                "arena_depth": self.cfg_.arena_depth, "fixed_blocks": [s.fixed for s in self.cfg_.layers]}
+
+    def restore_template(self, n_features: int, shapes: dict):
+        """The state a save of this learner with ``n_features`` inputs and ``shapes`` (its engine's sizes)
+        holds, and that engine as ``cfg_`` (``nctl.learners.load`` reads only the state's shapes)."""
+        fixed = shapes.get("fixed_blocks", [False] * len(self.layer_sizes))  # saves before format 7: free stacks
+        self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"],
+                                       fixed_blocks=tuple(fixed))
+        return self._fresh_state(n_features, self.cfg_)

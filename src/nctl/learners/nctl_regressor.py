@@ -1,0 +1,144 @@
+"""The NCTL regressor (``nctl.NCTLRegressor``): NCTL whose neurons are Gaussian GLN neurons, each wrapped
+in a Forget-Me-Not process, run by the engine of ``nctl.core.engine``."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from nctl.core import gln, tree
+from nctl.core.gaussian import GaussianRows
+from nctl.learners.base import OnlineLearner
+from nctl.learners.engine_learner import EngineLearner
+from nctl.learners.regressor import REGRESSOR_RULES, Regressor, standardised, target_scale
+from nctl.params import FMN_RULES, check_fields
+
+
+@dataclass(eq=False)
+class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
+    """NCTL for regression ([algorithm §8.6](algorithm.md#86-nctl-over-gaussian-neurons)): a Gaussian GLN
+    whose every neuron is a Forget-Me-Not process over its Gaussian neuron, mixing remembered solutions
+    over segmentations of time, so that a concept that recurs is recalled from the pool. Members are
+    scored by their Gaussian log likelihood; a neuron's output is its members' mixture, moment matched
+    to one Gaussian.
+
+    Targets are given raw and standardised inside, as ``GLNRegressor`` does (running mean and standard
+    deviation, kept with the state, saved and loaded exactly); ``min_variance``, ``max_variance`` and
+    ``max_mean`` are in standardised units.
+
+    Args:
+        layer_sizes: neurons per layer, ending with the single output neuron.
+        context_bits: hyperplanes per neuron (``s``); each neuron has ``2^s`` contexts, a weight row each.
+        learning_rate: the step size of every neuron's online gradient step on its log loss.
+        min_variance: the smallest variance a neuron predicts.
+        max_variance: the largest variance a neuron predicts.
+        max_weight: weights are kept in ``[-max_weight, max_weight]``.
+        max_mean: every neuron's predicted mean is clipped to ``[-max_mean, max_mean]``.
+        pool_size: stored states per neuron (``k``); the mixture has ``k + 1`` members with the fresh one.
+        depth: tree depth for a stream of ``2^depth`` steps; ``None`` grows with the stream.
+        min_segment: ``L_min``, a power of two: segments shorter than this never change the pool.
+        reservoir_size: examples kept per segment to score candidates at a pool update.
+        refine_threshold: ``alpha``: the winner replaces its parent entry when it beats it by more.
+        skip_threshold: ``beta``: the winner is not stored when the pool explains the segment better by more.
+        joint_evidence: score the pool's evidence jointly over the segment instead of per example.
+        eviction: what leaves a full pool: ``"spacing"`` (states spread over the whole past) or ``"fifo"``.
+        split_prob: the prior probability of a segment boundary at each tree node, or a sequence of them.
+        seed: draws the gating hyperplanes.
+        trained_members: bounded mode: train only the ``B`` most probable members of every node; ``None``
+            trains all (exact NCTL).
+    """
+
+    layer_sizes: tuple = (16, 8, 1)
+    context_bits: int = 4
+    learning_rate: float = 0.01  # the Gaussian rows' defaults (GaussianRows), written out for the signature
+    min_variance: float = 0.1
+    max_variance: float = 10.0
+    max_weight: float = 100.0
+    max_mean: float = 10.0
+    pool_size: int = 15
+    depth: int | None = None
+    min_segment: int = 32
+    reservoir_size: int = 100
+    refine_threshold: float = 0.0
+    skip_threshold: float = 0.0
+    joint_evidence: bool = False
+    eviction: str = "spacing"
+    split_prob: float | tuple = 0.5
+    seed: int = 0
+    trained_members: int | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, {**REGRESSOR_RULES, **FMN_RULES})
+        if self.min_variance >= self.max_variance:
+            raise ValueError(f"min_variance ({self.min_variance}) must be below max_variance ({self.max_variance})")
+        self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
+        self._pool_config()
+        tree.split_grid(self.split_prob)
+        super().__post_init__()
+        self.targets_ = np.zeros(3)  # the targets seen: their count, mean and sum of squared deviations
+
+    @property
+    def rows(self) -> GaussianRows:
+        """The row model of every neuron: Gaussian rows with this learner's settings (§8)."""
+        return GaussianRows(float(self.learning_rate), float(self.min_variance), float(self.max_variance),
+                            float(self.max_weight), float(self.max_mean))
+
+    # -- learning and predicting, in the targets' units
+
+    def _run(self, X, y, observe):
+        """Learn ``y`` standardised; returns the pre-update predicted means [n, 1] in the targets' units."""
+        shifts, scales, scaled, self.targets_ = standardised(self.targets_, y)
+        q, observations = super()._run(X, scaled, observe)
+        return (shifts + scales * q[:, 0, 0])[:, None], observations
+
+    def _learn_then_predict(self, X, y, x):
+        shifts, scales, scaled, self.targets_ = standardised(self.targets_, y)
+        q = super()._learn_then_predict(X, scaled, x)
+        return self._in_target_units(q[None])[0]
+
+    def _predict(self, X):
+        return self._in_target_units(super()._predict(X))
+
+    def _in_target_units(self, q):
+        """Means [n, 1] of the network's outputs ``q`` [n, 1, 2], in the targets' units."""
+        count, mean, squares = self.targets_
+        return mean + target_scale(count, squares) * np.asarray(q, np.float64)[:, :, 0]
+
+    def _distribution(self, X):
+        q = np.asarray(super()._predict(X), np.float64)[:, 0]
+        count, mean, squares = self.targets_
+        scale = target_scale(count, squares)
+        return mean + scale * q[:, 0], scale**2 / q[:, 1]
+
+    @contextmanager
+    def fork(self, X, y):
+        """``NCTL.fork``; the target statistics the rows change are put back too."""
+        targets = self.targets_.copy()
+        try:
+            with super().fork(X, y) as adapted:
+                yield adapted
+        finally:
+            self.targets_ = targets
+
+    # -- copies and saves
+
+    def _copy_extra(self, twin) -> None:
+        super()._copy_extra(twin)
+        twin.targets_ = self.targets_.copy()
+
+    def _shape_meta(self) -> dict:
+        return {**super()._shape_meta(), "targets": [float(v) for v in self.targets_]}
+
+    def restore_template(self, n_features: int, shapes: dict):
+        """``NCTL.restore_template``; also takes back the target statistics the save holds."""
+        targets = shapes.get("targets")
+        if not (isinstance(targets, list) and len(targets) == 3 and all(type(v) is float and math.isfinite(v)
+                                                                         for v in targets)
+                and targets[0] >= 0 and targets[2] >= 0):
+            raise ValueError(f"field shapes.targets must be [count, mean, sum of squared deviations], finite, "
+                             f"count and sum >= 0; got {targets!r}")
+        self.targets_ = np.array(targets)
+        return super().restore_template(n_features, shapes)
