@@ -1,4 +1,4 @@
-"""The river regressor (nctl.river.GLNRegressor): river's estimator checks, prequential MAE against the
+"""The river regressors (nctl.river.GLNRegressor, NCTLRegressor): river's estimator checks, prequential MAE against the
 running mean, parity with nctl.GLNRegressor, the predictive distribution, refused input and copies."""
 
 import copy
@@ -16,7 +16,7 @@ from river import base, datasets, dummy, evaluate, metrics, preprocessing, stats
 from river.checks import yield_checks
 
 import nctl
-from nctl.river import GLNRegressor, Normal
+from nctl.river import GLNRegressor, NCTLRegressor, Normal
 
 # One small network for every test (each new number of features compiles it again, about a second)
 SMALL = dict(layer_sizes=(4, 1), context_bits=2)
@@ -180,3 +180,32 @@ def test_the_docs_river_example_runs():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert test.examples and runner.failures == 0
+
+
+# NCTLRegressor: the adapter is the same class with another learner; its checks, and that it predicts as its
+# learner does, row by row, on a stream whose concept flips (its pool then holds states)
+NCTL_SMALL = dict(layer_sizes=(4, 1), context_bits=2, pool_size=3, min_segment=16, depth=10)
+
+
+@pytest.mark.filterwarnings(UNSCALED)
+@pytest.mark.parametrize("check", list(yield_checks(NCTLRegressor(**NCTL_SMALL))), ids=lambda check: check.__name__)
+def test_river_estimator_checks_nctl(check):
+    check(NCTLRegressor(**NCTL_SMALL))
+
+
+def test_nctl_regressor_mirrors_its_learner_and_predicts_as_it_does():
+    defaults = {name: p.default for name, p in inspect.signature(NCTLRegressor).parameters.items()}
+    assert defaults == nctl.NCTLRegressor().params() and NCTLRegressor()._get_params() == defaults
+    X, y = regression_rows(300, seed=8)
+    y = np.where((np.arange(300) // 50) % 2 == 1, -y, y)
+    model, learner = NCTLRegressor(**NCTL_SMALL), nctl.NCTLRegressor(**NCTL_SMALL)
+    for x, target in zip(X, y):
+        features = as_dict(x)
+        prediction = model.predict_one(features)
+        if learner.t_:
+            assert prediction == learner.predict_one(x)
+        model.learn_one(features, target)
+        learner.learn_one(x, target)
+    assert isinstance(model.learner, nctl.NCTLRegressor) and digest(model) == hashlib.sha256(
+        b"".join(np.asarray(a).tobytes() for a in jax.tree.leaves(learner.state_))).hexdigest()
+    assert sum(layer[:, 2].sum() for layer in learner.pool_events()[0]) > 0  # states were added to the pools

@@ -1,4 +1,4 @@
-"""The scikit-learn regressor (nctl.sklearn.GLNRegressor): scikit-learn's estimator checks, parity with
+"""The scikit-learn regressors (nctl.sklearn.GLNRegressor, NCTLRegressor): scikit-learn's estimator checks, parity with
 nctl.GLNRegressor, stream order across fit and partial_fit, MAE against the mean, return_std, refused
 input and copies."""
 
@@ -19,7 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import nctl
-from nctl.sklearn import GLNRegressor
+from nctl.sklearn import GLNRegressor, NCTLRegressor
 
 # One neuron: every distinct feature count compiles the learner again, and the checks use several. It
 # also learns check_regressors_train's 200 rows (one informative feature of ten) in one pass to R^2 0.58
@@ -170,3 +170,27 @@ def test_the_docs_scikit_learn_example_runs():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert test.examples and runner.failures == 0
+
+
+# NCTLRegressor: the same checks on a one-neuron network with a small pool; one pass over check_regressors_train's
+# 200 rows learns them to R^2 > 0.5 here too
+NCTL_SMALL = dict(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=16, depth=9)
+
+
+@parametrize_with_checks([NCTLRegressor(**NCTL_SMALL)])
+def test_scikit_learn_estimator_checks_nctl(estimator, check):
+    check(estimator)
+
+
+def test_nctl_regressor_mirrors_its_learner_and_predicts_as_it_does():
+    defaults = {name: p.default for name, p in inspect.signature(NCTLRegressor).parameters.items()}
+    assert defaults == nctl.NCTLRegressor().params() and NCTLRegressor().get_params() == defaults
+    X, y = regression_rows(300, seed=7)
+    model = NCTLRegressor(**NCTL_SMALL).fit(X, y)
+    learner = nctl.NCTLRegressor(**NCTL_SMALL)
+    learner.learn_many(X, y)
+    assert digest(model.learner_) == digest(learner) and model.learner_.params() == {**defaults, **NCTL_SMALL}
+    means, stds = model.predict(X[:50], return_std=True)
+    want_means, want_variances = learner.predict_distribution_many(X[:50])
+    np.testing.assert_array_equal(means, want_means)
+    np.testing.assert_array_equal(stds, np.sqrt(want_variances))

@@ -1,5 +1,5 @@
 """river estimators backed by the nctl learners: the classifiers ``NCTLClassifier`` and
-``GLNClassifier``, and the regressor ``GLNRegressor``.
+``GLNClassifier``, and the regressors ``NCTLRegressor`` and ``GLNRegressor``.
 
 They take river's feature dicts, so they fit in ``river.evaluate.progressive_val_score`` and in
 pipelines (``StandardScaler() | NCTLClassifier()``). This module needs river (the ``full`` extra);
@@ -45,8 +45,8 @@ class _DictFeatures:
 
     @property
     def learner(self):
-        """The nctl learner (``nctl.NCTL``, ``nctl.GLN``, ``nctl.GLNRegressor``) that learns the vectors
-        (to save it or inspect its state)."""
+        """The nctl learner (``nctl.NCTL``, ``nctl.GLN``, ``nctl.GLNRegressor``, ``nctl.NCTLRegressor``) that
+        learns the vectors (to save it or inspect its state)."""
         return self._learner
 
     @property
@@ -352,4 +352,64 @@ class GLNRegressor(_Regressor):
         self.max_weight = max_weight
         self.max_mean = max_mean
         self.seed = seed
+        self._start()
+
+
+class NCTLRegressor(_Regressor):
+    """NCTL for regression (``nctl.NCTLRegressor``) as a river regressor; the parameters and their defaults
+    are the learner's. Targets are given raw (the learner standardises them by their running mean and
+    standard deviation); the features should be standardised, so put a ``preprocessing.StandardScaler``
+    in front of it. A concept that comes back is recalled from each neuron's pool of remembered states.
+
+    >>> from river import datasets, evaluate, metrics, preprocessing
+    >>> from nctl.river import NCTLRegressor
+    >>> model = preprocessing.StandardScaler() | NCTLRegressor(layer_sizes=(4, 1), context_bits=2)
+    >>> mae = evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
+    >>> bool(mae.get() < 1.0)  # predicting the running mean: 1.57
+    True
+    """
+
+    _learner_class = learners.NCTLRegressor
+
+    # the defaults are written out for the API reference to show; tests/test_river_regressor.py checks them
+    # against nctl.NCTLRegressor's
+    def __init__(
+        self,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.01,
+        min_variance: float = 0.1,
+        max_variance: float = 10.0,
+        max_weight: float = 100.0,
+        max_mean: float = 10.0,
+        pool_size: int = 15,
+        depth: int | None = None,
+        min_segment: int = 32,
+        reservoir_size: int = 100,
+        refine_threshold: float = 0.0,
+        skip_threshold: float = 0.0,
+        joint_evidence: bool = False,
+        eviction: str = "spacing",
+        split_prob: float | tuple = 0.5,
+        seed: int = 0,
+        trained_members: int | None = None,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.min_variance = min_variance
+        self.max_variance = max_variance
+        self.max_weight = max_weight
+        self.max_mean = max_mean
+        self.pool_size = pool_size
+        self.depth = depth
+        self.min_segment = min_segment
+        self.reservoir_size = reservoir_size
+        self.refine_threshold = refine_threshold
+        self.skip_threshold = skip_threshold
+        self.joint_evidence = joint_evidence
+        self.eviction = eviction
+        self.split_prob = split_prob
+        self.seed = seed
+        self.trained_members = trained_members
         self._start()

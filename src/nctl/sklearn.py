@@ -1,5 +1,5 @@
 """scikit-learn estimators backed by the nctl learners: the classifiers ``GLNClassifier`` and
-``NCTLClassifier``, and the regressor ``GLNRegressor``.
+``NCTLClassifier``, and the regressors ``GLNRegressor`` and ``NCTLRegressor``.
 
 ``fit(X, y)`` learns the rows of ``X`` once, in order, starting from a fresh learner; ``partial_fit``
 continues the same stream (its first call needs ``classes``, as in scikit-learn's other online
@@ -310,3 +310,63 @@ class GLNRegressor(_Regressor):
         self.max_weight = max_weight
         self.max_mean = max_mean
         self.seed = seed
+
+
+class NCTLRegressor(_Regressor):
+    """NCTL for regression (``nctl.NCTLRegressor``) as a scikit-learn regressor; the parameters and their
+    defaults are the learner's. Standardise the features (a ``StandardScaler`` in front, in a ``Pipeline``);
+    the targets are given raw. ``predict(X, return_std=True)`` gives the predictive standard deviations too.
+
+    >>> import numpy as np
+    >>> from nctl.sklearn import NCTLRegressor
+    >>> X = np.random.default_rng(1).standard_normal((300, 3))
+    >>> y = 4.0 * np.sin(X[:, 0]) + X[:, 1] + 10.0
+    >>> model = NCTLRegressor(layer_sizes=(4, 1), context_bits=2).fit(X, y)
+    >>> means, stds = model.predict(X[:100], return_std=True)
+    >>> bool(np.abs(means - y[:100]).mean() < np.abs(y[:100] - y.mean()).mean()), bool((stds > 0).all())
+    (True, True)
+    """
+
+    _learner_class = learners.NCTLRegressor
+
+    # the defaults are written out for the API reference to show; tests/test_sklearn_regressor.py checks them
+    # against nctl.NCTLRegressor's
+    def __init__(
+        self,
+        layer_sizes: tuple = (16, 8, 1),
+        context_bits: int = 4,
+        learning_rate: float = 0.01,
+        min_variance: float = 0.1,
+        max_variance: float = 10.0,
+        max_weight: float = 100.0,
+        max_mean: float = 10.0,
+        pool_size: int = 15,
+        depth: int | None = None,
+        min_segment: int = 32,
+        reservoir_size: int = 100,
+        refine_threshold: float = 0.0,
+        skip_threshold: float = 0.0,
+        joint_evidence: bool = False,
+        eviction: str = "spacing",
+        split_prob: float | tuple = 0.5,
+        seed: int = 0,
+        trained_members: int | None = None,
+    ):
+        self.layer_sizes = layer_sizes
+        self.context_bits = context_bits
+        self.learning_rate = learning_rate
+        self.min_variance = min_variance
+        self.max_variance = max_variance
+        self.max_weight = max_weight
+        self.max_mean = max_mean
+        self.pool_size = pool_size
+        self.depth = depth
+        self.min_segment = min_segment
+        self.reservoir_size = reservoir_size
+        self.refine_threshold = refine_threshold
+        self.skip_threshold = skip_threshold
+        self.joint_evidence = joint_evidence
+        self.eviction = eviction
+        self.split_prob = split_prob
+        self.seed = seed
+        self.trained_members = trained_members
