@@ -3,9 +3,12 @@ learn_many agree bit for bit, that save, load and forks continue or restore exac
 included), and that bad input is refused with the learner unchanged. (Its equations are checked against a
 literal reference in tests/core/test_nctl_gaussian_literal.py.)"""
 
+import doctest
 import hashlib
 import json
+import re
 import zipfile
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -135,3 +138,12 @@ def test_settings_are_checked_and_probabilities_are_not_offered():
     with pytest.raises(ValueError, match="min_segment"):
         nctl.NCTLRegressor(min_segment=3)
     assert not hasattr(nctl.NCTLRegressor(), "predict_proba_one")
+
+
+def test_the_api_pages_example_runs():
+    page = Path(__file__).resolve().parents[1] / "docs" / "api-nctl-regressor.md"
+    blocks = re.findall(r"```pycon\n(.*?)```", page.read_text(), re.S)
+    test = doctest.DocTestParser().get_doctest("\n".join(blocks), {}, page.name, str(page), 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert blocks and runner.summarize(verbose=False).failed == 0
