@@ -57,7 +57,7 @@ def test_raw_features_warn_once_naming_the_feature_and_the_fix():
     assert len(messages) == 1
     assert messages[0].startswith("nctl: 1 of 4 features given to GLN are not standardised")
     assert f"first {SCALE_ROWS} rows learned, feature 2 (counting from 0)" in messages[0]
-    assert "StandardScaler() | NCTLClassifier()" in messages[0] and "NCTL_QUIET=1" in messages[0]
+    assert "StandardScaler() | GLNClassifier()" in messages[0] and "NCTL_QUIET=1" in messages[0]  # its adapter
 
 
 @pytest.mark.parametrize("seed", range(5))

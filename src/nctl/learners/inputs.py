@@ -56,6 +56,9 @@ def check_labels(y, n_classes: int) -> np.ndarray:
     return array.astype(np.int32)
 
 
+ADAPTER_OF = {"NCTL": "NCTLClassifier", "GLN": "GLNClassifier"}  # a learner's river adapter, where its name differs
+
+
 def unscaled(X: np.ndarray, learner: str) -> str | None:
     """The warning for rows ``X`` [n, d] with a feature whose median absolute value is above
     ``UNSCALED_MEDIAN``, else None."""
@@ -68,5 +71,6 @@ def unscaled(X: np.ndarray, learner: str) -> str | None:
             f"{len(X)} rows learned, feature {worst} (counting from 0) has a median absolute value of "
             f"{typical[worst]:.3g}, where standardised features have about 0.7; the learners gate on the features and "
             "learn much worse without zero mean and unit variance, so standardise them, e.g. with river's "
-            "preprocessing.StandardScaler() | NCTLClassifier() or scikit-learn's StandardScaler in a Pipeline "
+            f"preprocessing.StandardScaler() | {ADAPTER_OF.get(learner, learner)}() or scikit-learn's StandardScaler in a "
+            "Pipeline "
             "(NCTL_QUIET=1 hides this warning)")
