@@ -1,7 +1,10 @@
 """The NCTL engine: a network of FMN processes over any row model (docs/algorithm.md §3-§6).
 
-One engine serves NCTL (GGM rows, ``nctl.learners.NCTL``) and the binary sequence predictors (KT
-counts, ``nctl.sequence``). What this package exports is the whole contract:
+One engine serves NCTL (GGM rows, ``nctl.learners.NCTL``), NCTL for regression (Gaussian rows,
+``nctl.learners.NCTLRegressor``) and the binary sequence predictors (KT counts, ``nctl.sequence``). A
+prediction is a probability per class network, or what the row model predicts
+(``rows.prediction_shape``: a Gaussian's mean and precision). What this package exports is the whole
+contract:
 
 * ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1;
 * ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
