@@ -16,7 +16,8 @@ from nctl.streams.mnist import mnist_classes
 from nctl.streams.permuted import permuted_mnist, pixel_permutations
 from nctl.streams.split import SPLIT_PAIRS, split_fashion_mnist, split_mnist
 from nctl.streams.standardisation import feature_statistics, running_standardise, standardise
-from nctl.streams.synthetic import synthetic
+from nctl.streams.regression import RegressionStream, chick_weights, friedman_gra, trump_approval
+from nctl.streams.synthetic import synthetic, synthetic_regression
 
 __all__ = [
     "FREE_SPLIT_PAIRS",
@@ -24,14 +25,17 @@ __all__ = [
     "SPLIT_PAIRS",
     "BackwardTransferStream",
     "ForwardTransferStream",
+    "RegressionStream",
     "Task",
     "TaskStream",
+    "chick_weights",
     "electricity",
     "feature_statistics",
     "free_split_backward",
     "free_split_forward",
     "free_split_mnist",
     "free_split_schedule",
+    "friedman_gra",
     "mnist_classes",
     "permuted_mnist",
     "pixel_permutations",
@@ -41,4 +45,6 @@ __all__ = [
     "split_mnist",
     "standardise",
     "synthetic",
+    "synthetic_regression",
+    "trump_approval",
 ]

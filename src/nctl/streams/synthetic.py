@@ -1,9 +1,11 @@
-"""A built-in recurring-concept stream that needs no download: for demos and tests.
+"""Built-in recurring-concept streams that need no download: for demos, tests and the regression benchmark.
 
 Features are standard normal (already standardised). Concept c labels x with the half-space
 ``y = 1[w_c . x > b_c]`` (unit normal w_c, small offset b_c), and training labels are flipped with
 probability ``label_noise``. Concepts follow each other cyclically, A B C A B C ..., each
 segment ``segment_length`` steps, with no signal at the switches. Test labels are noise-free.
+
+``synthetic_regression`` is its regression counterpart: nonlinear concepts of real targets taking turns.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from nctl.streams.base import Task, TaskStream
+from nctl.streams.regression import RegressionStream
 
 OFFSET_SCALE = 0.1  # std of the offsets b_c: half-spaces near the origin, classes roughly balanced
 
@@ -84,3 +87,67 @@ def synthetic(
     visit_number = np.arange(n_segments) // n_concepts  # how often the concept was seen before
     row_of_step = (visit_number[:, None] * segment_length + np.arange(segment_length)).ravel()
     return TaskStream("synthetic", tasks, task_of_step, row_of_step.astype(np.int64), n_features)
+
+
+# ----------------------------------------------------------------------------- regression
+
+WAVES = 4  # sinusoids summed by each regression concept
+WAVE_SCALE = 1.5  # the standard deviation of a wave's argument w . x over standard normal features
+CONCEPT_SAMPLE = 4096  # features drawn to scale each concept to unit standard deviation
+
+
+def _wave_concept(n_features: int, rng: np.random.Generator):
+    """A random smooth nonlinear function of the features: a sum of ``WAVES`` sinusoids of random
+    directions, phases and amplitudes, scaled to standard deviation 1 and shifted by a random offset
+    of standard deviation 1 (so that concepts also differ in level)."""
+    directions = rng.standard_normal((n_features, WAVES)) * WAVE_SCALE / np.sqrt(n_features)
+    phases = rng.uniform(0.0, 2.0 * np.pi, WAVES)
+    amplitudes = rng.standard_normal(WAVES)
+    offset = rng.standard_normal()
+    sample = np.sin(rng.standard_normal((CONCEPT_SAMPLE, n_features)) @ directions + phases) @ amplitudes
+    scale = 1.0 / sample.std()
+
+    def concept(X: np.ndarray) -> np.ndarray:
+        return scale * (np.sin(X @ directions + phases) @ amplitudes) + offset
+
+    return concept
+
+
+def synthetic_regression(
+    seed: int = 0,
+    *,
+    n_features: int = 5,
+    n_concepts: int = 3,
+    segment_length: int = 2000,
+    n_segments: int = 6,
+    noise: float = 0.1,
+) -> RegressionStream:
+    """Recurring nonlinear regression concepts, unannounced: a ``RegressionStream``.
+
+    Features are standard normal. Concept c's target is ``f_c(x) + noise * e`` (e standard normal), f_c
+    a random sum of sinusoids of the features with standard deviation 1 and a random level
+    (``_wave_concept``). Segment k (``segment_length`` rows) is concept ``k % n_concepts``, so the
+    concepts take turns A B C A B C ...; every row is fresh. Deterministic per ``seed``.
+
+    >>> stream = synthetic_regression(seed=0, segment_length=100, n_segments=4)
+    >>> len(stream), stream.n_features, [c for c, start, stop in stream.segments()]
+    (400, 5, [0, 1, 2, 0])
+    >>> int(stream.revisits().sum())  # the second visit of concept 0
+    100
+    """
+    if n_features < 1 or n_concepts < 1 or segment_length < 1 or n_segments < 1:
+        raise ValueError("n_features, n_concepts, segment_length and n_segments must be >= 1; got "
+                         f"{n_features}, {n_concepts}, {segment_length}, {n_segments}")
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
+    rng = np.random.default_rng(seed)
+    concepts = [_wave_concept(n_features, rng) for _ in range(n_concepts)]
+    concept_of_step = np.repeat(np.arange(n_segments) % n_concepts, segment_length).astype(np.int32)
+    X = rng.standard_normal((len(concept_of_step), n_features))
+    y = np.empty(len(concept_of_step))
+    for c, concept in enumerate(concepts):
+        rows = concept_of_step == c
+        y[rows] = concept(X[rows])
+    y += noise * rng.standard_normal(len(y))
+    names = tuple(f"x{i}" for i in range(n_features))
+    return RegressionStream("synthetic-regression", X, y, names, concept_of_step)
