@@ -4,6 +4,8 @@ The models are configured as in river's published binary-classification benchmar
 the Elec2 anchors in docs/protocols.md §4): logistic regression and ALMA behind a ``StandardScaler``
 (logistic regression with SGD, lr 0.005), Hoeffding Adaptive Tree, Adaptive Random Forest,
 Leveraging Bagging of Hoeffding Trees, and the no-change classifier. The random ones take ``seed``.
+The regressors (``RIVER_REGRESSORS``) are river's defaults: Adaptive Random Forest, Hoeffding Adaptive
+Tree and linear regression; the regression runner puts a ``StandardScaler`` in front of each.
 river is imported only when a model is built, so ``nctl.baselines`` does not require it.
 """
 
@@ -54,6 +56,24 @@ def make_river_model(name: str, seed: int = 0) -> Any:
     if name not in RIVER_MODELS:
         raise ValueError(f"unknown river model {name!r}; choose one of {RIVER_MODELS}")
     return _builders()[name](seed)
+
+
+RIVER_REGRESSORS = ("adaptive_random_forest", "hoeffding_adaptive_tree", "linear_regression")
+
+
+def make_river_regressor(name: str, seed: int = 0) -> Any:
+    """A fresh river regressor named in ``RIVER_REGRESSORS``, with river's default settings (the random
+    ones drawn by ``seed``)."""
+    from river import forest, linear_model, tree
+
+    builders = {
+        "adaptive_random_forest": lambda: forest.ARFRegressor(seed=seed),
+        "hoeffding_adaptive_tree": lambda: tree.HoeffdingAdaptiveTreeRegressor(seed=seed),
+        "linear_regression": linear_model.LinearRegression,
+    }
+    if name not in builders:
+        raise ValueError(f"unknown river regressor {name!r}; choose one of {RIVER_REGRESSORS}")
+    return builders[name]()
 
 
 def _probability_vector(proba: dict, n_classes: int) -> np.ndarray:
