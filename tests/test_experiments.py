@@ -34,6 +34,11 @@ TINY = {
     "elec2-8": {"max_steps": "250", "learners": '["nctl", "no-change", "river:alma"]'},
     "mnist-gln": {"max_steps": "300"},
     "mnist-gln-deskewed": {"max_steps": "300", "network.context_bits": "2"},
+    # NCTL on one regression stream: its programs compile anew for each stream's number of features
+    "regression-recurring": {"max_steps": "40"},
+    "regression-friedman-gra": {"max_steps": "40", "learners": '["gln", "river:adaptive_random_forest"]'},
+    "regression-trump": {"max_steps": "40", "learners": '["gln", "river:hoeffding_adaptive_tree"]'},
+    "regression-chickweights": {"max_steps": "40", "learners": '["gln", "river:linear_regression"]'},
 }
 
 

@@ -369,6 +369,24 @@ def oracle_figures(results: dict) -> Iterator[tuple[str, plt.Figure]]:
     yield "logloss", fig
 
 
+def regression_figures(results: dict) -> Iterator[tuple[str, plt.Figure]]:
+    """Binned MAE over the stream (progressive validation), a dotted line where the concept changes."""
+    seed = first_seed(results)
+    fig, ax = plt.subplots(figsize=CURVE_FIGSIZE, layout="constrained")
+    for learner, entry in results["summary"]["learners"].items():
+        stat = summary_curve(entry, "binned_mae", learner)
+        plot_curve(ax, seed["learners"][learner]["curve_steps"], *mean_and_band(stat), learner_colour(learner),
+                   learner_label(learner))
+    for _, start, _ in seed.get("concept_segments", [])[1:]:
+        ax.axvline(start, color="black", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("rows seen (first row of each bin; dotted: the concept changes)")
+    ax.set_ylabel("MAE in the bin (target units)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    set_title(fig, results, "binned MAE, predicted before learned")
+    yield "mae", fig
+
+
 def substrate_figures(results: dict) -> Iterator[tuple[str, plt.Figure]]:
     """The substrate check reports scalars only (see ``nctl report``): no figure."""
     return iter(())
@@ -381,4 +399,5 @@ FIGURES = {
     configs.FORWARD: transfer_figures,
     configs.ORACLES: oracle_figures,
     configs.SUBSTRATE: substrate_figures,
+    configs.REGRESSION: regression_figures,
 }

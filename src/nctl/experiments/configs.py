@@ -27,14 +27,16 @@ FREE_SPLIT_NETWORK = MappingProxyType({**MNIST_NETWORK, "learning_rate": 0.01})
 # (thousands of examples) also gain from a larger L_min, which keeps the pool from churning within a task.
 LONG_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 256})
 SHORT_TASK_POOL = MappingProxyType({"eviction": "spacing", "min_segment": 32})
-TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE = (
-    "task-matrix", "free-split-backward", "free-split-forward", "free-split-oracles", "prequential", "substrate")
-KINDS = (TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE)
+TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE, REGRESSION = (
+    "task-matrix", "free-split-backward", "free-split-forward", "free-split-oracles", "prequential", "substrate",
+    "regression")
+KINDS = (TASK_MATRIX, BACKWARD, FORWARD, ORACLES, PREQUENTIAL, SUBSTRATE, REGRESSION)
 # the settings that only some kinds of experiment read; any other kind would ignore them
 USED_BY = {
     "variants": (TASK_MATRIX,), "eval_every": (TASK_MATRIX,), "max_test": (TASK_MATRIX,),
-    "steps_per_task": (TASK_MATRIX,), "max_steps": (PREQUENTIAL, SUBSTRATE), "conditions": (BACKWARD, FORWARD),
-    "window": (BACKWARD, FORWARD), "curve_points": (PREQUENTIAL, ORACLES),
+    "steps_per_task": (TASK_MATRIX,), "max_steps": (PREQUENTIAL, SUBSTRATE, REGRESSION),
+    "conditions": (BACKWARD, FORWARD), "window": (BACKWARD, FORWARD),
+    "curve_points": (PREQUENTIAL, ORACLES, REGRESSION),
 }
 
 
@@ -48,7 +50,9 @@ class Experiment:
     stream: str  # name of a constructor in nctl.streams
     learners: tuple[str, ...]
     stream_args: Mapping[str, Any] = field(default_factory=dict)
-    network: Mapping[str, Any] = field(default_factory=lambda: dict(MNIST_NETWORK))  # NCTL, GLN, oracles
+    # NCTL, GLN, oracles; of a regression experiment, the settings of GLNRegressor and NCTLRegressor that
+    # differ from their defaults
+    network: Mapping[str, Any] = field(default_factory=lambda: dict(MNIST_NETWORK))
     nctl: Mapping[str, Any] = field(default_factory=dict)  # NCTL-only hyper-parameters
     mlp: Mapping[str, Any] = field(default_factory=dict)
     seeds: int = 1  # default number of seeds (task sequences for Free Split)
@@ -116,6 +120,17 @@ ELEC2_ANCHORS = {
                  "river Adaptive Random Forest (8)": 87.66, "river Hoeffding Adaptive Tree (8)": 82.13,
                  "river logistic regression (8)": 82.21}
 }
+# Continual regression (issue 57): one experiment per stream, so that each stream has its own results file,
+# seed store and cost row, and a long stream can be shortened or rerun without touching the others. Every
+# learner runs with its defaults (network={}, nctl={}), behind river's StandardScaler, row by row.
+REGRESSION_LEARNERS = ("nctl", "gln", "river:adaptive_random_forest", "river:hoeffding_adaptive_tree",
+                       "river:linear_regression")
+
+
+def _regression(name: str, stream: str, description: str, **stream_args) -> Experiment:
+    return Experiment(name, REGRESSION, description, stream=stream, learners=REGRESSION_LEARNERS,
+                      stream_args=stream_args, network={}, seeds=3, curve_points=100)
+
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -223,6 +238,17 @@ EXPERIMENTS: dict[str, Experiment] = {
             network={**MNIST_NETWORK, "context_bits": 8, "learning_rate": 0.003},
             anchors=SUBSTRATE_ANCHORS,
         ),
+        _regression("regression-friedman-gra", "friedman_gra",
+                    "river's FriedmanDrift, global recurring abrupt drift: concept A, B from row 4,000, A again from "
+                    "8,000; progressive validation", n_rows=12_000, position=(4_000, 8_000)),
+        _regression("regression-trump", "trump_approval",
+                    "river's TrumpApproval (1,001 rows, one fixed sequence); progressive validation"),
+        _regression("regression-chickweights", "chick_weights",
+                    "river's ChickWeights (578 rows, one fixed sequence); progressive validation"),
+        _regression("regression-recurring", "synthetic_regression",
+                    "three nonlinear concepts taking turns, 2,000 rows a visit, A B C A B C, unannounced; "
+                    "progressive validation", n_features=5, n_concepts=3, segment_length=2_000, n_segments=6,
+                    noise=0.1),
     ]
 }
 

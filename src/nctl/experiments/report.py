@@ -23,7 +23,12 @@ LEARNER_NAMES = {"nctl": "NCTL", "nctl-grid": "NCTL (split grid)", "gln": "GLN",
                  "no-change": "No-change", "oracle-1": "Oracle 1 (boundaries)",
                  "oracle-2": "Oracle 2 (boundaries + identities)"}
 HEADLINE_METRICS = {configs.TASK_MATRIX: ("acc", "bwt"), configs.PREQUENTIAL: ("accuracy", "log_loss"),
-                    configs.ORACLES: ("log_loss",), configs.SUBSTRATE: ("test_accuracy",)}
+                    configs.ORACLES: ("log_loss",), configs.SUBSTRATE: ("test_accuracy",),
+                    configs.REGRESSION: ("mae", "log_likelihood")}
+RATE_METRICS = {"examples_per_s"}  # shown as whole numbers
+# a regression row of every learner, "-" where the learner has none (a river model's log-likelihood: it
+# gives no predictive distribution); recurring_mae only on streams whose concepts are known to recur
+REGRESSION_METRICS = ("mae", "rmse", "log_likelihood", "examples_per_s")
 ANCHOR_FOR = {"NCTL": "NCTL (paper", "EWC": "EWC", "Online EWC": "Online EWC", "No-change": "No-change",
               "river:alma": "river ALMA", "river:leveraging_bagging": "river Leveraging",
               "river:adaptive_random_forest": "river Adaptive Random", "river:hoeffding_adaptive_tree": "river Hoeffding",
@@ -76,7 +81,7 @@ def _fmt(stat: dict | None, metric: str) -> tuple[str, str, str]:
     if not stat:
         return "-", "-", "-"
     scale = 100.0 if metric in PERCENT_METRICS else 1.0
-    digits = 2 if scale == 100.0 else 4
+    digits = 2 if scale == 100.0 else 0 if metric in RATE_METRICS else 4
     mean, std, low, high = (_number(stat[key]) * scale for key in ("mean", "std", "ci_low", "ci_high"))
     if stat["n"] < 2:
         return f"{mean:.{digits}f}", "-", "-"
@@ -121,6 +126,10 @@ def rows(results: dict) -> list[dict[str, Any]]:
                     gaps = [_number(seed["learners"][learner]["log_loss"])
                             - _number(seed["learners"]["nctl"]["log_loss"]) for seed in results["seeds"]]
                     add(learner, "paired, minus NCTL", "log_loss_gap", _over_sequences(gaps))
+    elif kind == configs.REGRESSION:
+        for learner, entry in summary.get("learners", {}).items():
+            for metric in REGRESSION_METRICS + (("recurring_mae",) if "recurring_mae" in entry else ()):
+                add(learner, "progressive", metric, entry.get(metric))
     else:  # transfer curves: mean log-loss over the first steps of the target, per condition
         for condition, entry in summary.get("conditions", {}).items():
             label = "distractors" if kind == configs.BACKWARD else "sources"

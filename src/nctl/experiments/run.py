@@ -52,7 +52,8 @@ from nctl.experiments import executors, schema, validate
 from nctl.experiments.configs import TASK_MATRIX, Experiment
 from nctl.experiments.runners import run_seed
 
-NOT_SUMMARISED = {"seed", "params", "curve_steps", "tasks", "target", "steps", "window", "log_loss_eps"}
+NOT_SUMMARISED = {"seed", "params", "curve_steps", "tasks", "target", "steps", "window", "log_loss_eps",
+                  "concept_segments"}
 RESULTS = "results.json"
 SEED_FORMAT = "nctl seed 1"  # the "format" of a seed store's file
 STORED_SEED = re.compile(r"(?P<name>.+)-seed-(?P<seed>\d+)\.json")  # NAME-seed-0007.json

@@ -27,6 +27,7 @@ from nctl.baselines import (
     oracle_per_task,
     run_river,
 )
+from nctl.baselines.river_models import make_river_regressor
 from nctl.core import tree
 from nctl.core.pool import EVENTS as POOL_EVENTS
 from nctl.evaluate import LOG_LOSS_EPS
@@ -35,6 +36,7 @@ from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
 from nctl.learners import SPLIT_GRID
 from nctl.streams.base import TaskStream
+from nctl.streams.regression import RegressionStream
 
 StepProgress = Callable[[str, int, int], None]  # (what is training, steps trained, steps in all)
 EARLIER_SECONDS = "earlier_s"  # a resumed task-matrix seed's time before the resume, added to its wall time
@@ -319,6 +321,86 @@ def run_substrate(exp: Experiment, seed: int, data_dir) -> dict:
     return out
 
 
+# ----------------------------------------------------------------------------- regression
+
+REGRESSION_PROGRESS_EVERY = 250  # rows between two updates of a regression run's step bar
+
+
+def regression_model(name: str, exp: Experiment, seed: int) -> tuple[Any, bool]:
+    """(a fresh river model ``name`` behind river's ``StandardScaler``, whether it gives a predictive
+    distribution): nctl's learners through their river adapters, with the experiment's settings over
+    their defaults; river's regressors with theirs."""
+    from river import preprocessing
+
+    import nctl.river
+
+    if name.startswith("river:"):
+        return preprocessing.StandardScaler() | make_river_regressor(name.split(":", 1)[1], seed), False
+    if name == "nctl":
+        return preprocessing.StandardScaler() | nctl.river.NCTLRegressor(**exp.network, **exp.nctl, seed=seed), True
+    if name == "gln":
+        return preprocessing.StandardScaler() | nctl.river.GLNRegressor(**exp.network, seed=seed), True
+    raise ValueError(f"unknown regression learner {name!r}")
+
+
+def progressive_regression(model, stream: RegressionStream, with_dist: bool,
+                           progress: Callable | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Progressive validation, as river's ``progressive_val_score``: each row predicted, then learned.
+    Returns the predicted means [T] and, ``with_dist``, the predictive standard deviations [T] (of
+    ``predict_one(x, with_dist=True)``); ``progress(rows, total)`` follows the rows."""
+    means = np.empty(len(stream))
+    sigmas = np.empty(len(stream)) if with_dist else None
+    for t, (x, y) in enumerate(stream):
+        if with_dist:
+            dist = model.predict_one(x, with_dist=True)
+            means[t], sigmas[t] = dist.mu, dist.sigma
+        else:
+            means[t] = model.predict_one(x)
+        model.learn_one(x, y)
+        if progress is not None and ((t + 1) % REGRESSION_PROGRESS_EVERY == 0 or t + 1 == len(stream)):
+            progress(t + 1, len(stream))
+    return means, sigmas
+
+
+def gaussian_log_likelihood(y: np.ndarray, means: np.ndarray, sigmas: np.ndarray) -> np.ndarray:
+    """log N(y; mean, sigma^2) of each row, in nats, in the target's units."""
+    z = (y - means) / sigmas
+    return -0.5 * z * z - np.log(sigmas) - 0.5 * np.log(2.0 * np.pi)
+
+
+def run_regression(exp: Experiment, seed: int, data_dir, progress: StepProgress | None = None) -> dict:
+    """Progressive validation of every learner on the experiment's regression stream: MAE, RMSE, the mean
+    log-likelihood of the targets under the predictive Gaussian (None for a model without one), the MAE
+    on rows of a concept seen before and per segment of one concept, the binned MAE over the stream, and
+    the wall time and rows per second of each learner (scaling, prediction and learning)."""
+    stream = make_stream(exp, seed, data_dir).head(exp.max_steps)
+    revisits, segments = stream.revisits(), stream.segments()
+    out = {"steps": len(stream), "concept_segments": [list(segment) for segment in segments], "learners": {}}
+    for name in exp.learners:
+        model, with_dist = regression_model(name, exp, seed)
+        report = None if progress is None else partial(progress, f"seed {seed} {name}")
+        (means, sigmas), seconds = _timed(progressive_regression, model, stream, with_dist, report)
+        errors = np.abs(stream.targets - means)
+        steps, binned = _binned(errors, exp.curve_points)
+        entry = {
+            "mae": float(errors.mean()),
+            "rmse": float(np.sqrt(np.mean(errors**2))),
+            "log_likelihood": None if sigmas is None else float(
+                gaussian_log_likelihood(stream.targets, means, sigmas).mean()),
+            "recurring_mae": float(errors[revisits].mean()) if revisits.any() else None,
+            "segment_mae": [float(errors[start:stop].mean()) for _, start, stop in segments],
+            "curve_steps": steps,
+            "binned_mae": binned,
+            "seconds": seconds,
+            "examples_per_s": len(stream) / seconds,
+            "params": {"model": name.split(":", 1)[1], "seed": seed} if name.startswith("river:")
+            else model[-1].learner.params(),
+        }
+        nctl_learner = None if name.startswith("river:") else model[-1].learner
+        out["learners"][name] = {**entry, **({} if nctl_learner is None else pool_event_entry(nctl_learner))}
+    return out
+
+
 RUNNERS = {
     configs.TASK_MATRIX: run_task_matrix,
     configs.PREQUENTIAL: run_prequential,
@@ -326,6 +408,7 @@ RUNNERS = {
     configs.FORWARD: run_forward,
     configs.ORACLES: run_oracles,
     configs.SUBSTRATE: run_substrate,
+    configs.REGRESSION: run_regression,
 }
 
 
@@ -335,9 +418,10 @@ def run_seed(exp: Experiment, seed: int, data_dir=None, checkpoints: Path | None
     training time of the processes before too) and the process's peak resident memory (the seed's own
     when the seed has its process, as with ``--workers`` > 1; else an upper bound; of a resumed seed,
     the last process's). ``checkpoints`` (a folder making seeds resumable) and ``progress`` (a step
-    counter) apply to task-matrix experiments (``run_task_matrix``), ``progress`` also to prequential ones."""
+    counter) apply to task-matrix experiments (``run_task_matrix``), ``progress`` also to prequential and
+    regression ones."""
     extra = ({"checkpoints": checkpoints, "progress": progress} if exp.kind == configs.TASK_MATRIX
-             else {"progress": progress} if exp.kind == configs.PREQUENTIAL else {})
+             else {"progress": progress} if exp.kind in (configs.PREQUENTIAL, configs.REGRESSION) else {})
     result, seconds = _timed(RUNNERS[exp.kind], exp, seed, data_dir, **extra)
     seconds += result.pop(EARLIER_SECONDS, 0.0)
     return {"seed": seed, "wall_s": seconds, "peak_rss_bytes": peak_resident_bytes(), **result}

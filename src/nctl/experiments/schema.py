@@ -107,9 +107,10 @@ def curve_stat(data: dict, path: str, key: str, ndim: int) -> None:
 
 
 SCALARS = {configs.PREQUENTIAL: ("accuracy", "log_loss", "kappa_temporal", "recurring_log_loss"),
-           configs.ORACLES: ("log_loss", "accuracy"), configs.SUBSTRATE: ("test_accuracy",)}
+           configs.ORACLES: ("log_loss", "accuracy"), configs.SUBSTRATE: ("test_accuracy",),
+           configs.REGRESSION: ("mae", "rmse", "log_likelihood", "recurring_mae", "examples_per_s")}
 CURVES = {configs.PREQUENTIAL: ("windowed_accuracy", "windowed_kappa_temporal"),
-          configs.ORACLES: ("binned_log_loss",), configs.SUBSTRATE: ()}
+          configs.ORACLES: ("binned_log_loss",), configs.SUBSTRATE: (), configs.REGRESSION: ("binned_mae",)}
 
 
 def check(results: Any) -> None:

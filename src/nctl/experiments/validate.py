@@ -19,14 +19,17 @@ from typing import Any
 from nctl import params, streams
 from nctl.baselines import RIVER_MODELS, MLPLearner
 from nctl.baselines.mlp_core import OPTIMIZERS
+from nctl.baselines.river_models import RIVER_REGRESSORS
 from nctl.evaluate import ADAPT50, FROZEN
 from nctl.experiments import configs
 from nctl.experiments.configs import Experiment
 from nctl.experiments.runners import LEARNERS
+from nctl.learners.regressor import REGRESSOR_RULES
 from nctl.streams.electricity import FEATURE_SETS
 
 NETWORK_KEYS = tuple(k for k in params.GLN_RULES if k not in ("n_classes", "seed"))  # set per stream and seed
 NCTL_KEYS = tuple(k for k in params.NCTL_RULES if k not in params.GLN_RULES)
+REGRESSOR_NETWORK_RULES = {k: rule for k, rule in REGRESSOR_RULES.items() if k != "seed"}  # the seed is the run's
 STREAM_SET_BY_RUNNER = ("data_dir", "seed", "n_distractors", "n_sources")  # the conditions choose the last two
 MLP_PARAMETERS = {k: p for k, p in inspect.signature(MLPLearner).parameters.items()
                   if k not in ("n_features", "n_classes", "seed", "regulariser")}
@@ -36,6 +39,9 @@ MNIST_TRAIN_EXAMPLES = 60_000  # the training split that each Permuted MNIST tas
 TRANSFER_STREAMS = {configs.BACKWARD: "free_split_backward", configs.FORWARD: "free_split_forward"}
 TASK_STREAMS = ("synthetic", "electricity", "split_mnist", "split_fashion_mnist", "permuted_mnist", "mnist_classes",
                 "free_split_mnist")
+# the regression kind reads one of these (nctl.streams.regression, nctl.streams.synthetic) and runs these learners
+REGRESSION_STREAMS = ("friedman_gra", "trump_approval", "chick_weights", "synthetic_regression")
+REGRESSION_LEARNERS = ("nctl", "gln", *(f"river:{model}" for model in RIVER_REGRESSORS))
 
 
 def check_integer(name: str, value, low: int = 1, high: int = MAX_STEPS, optional: bool = False) -> int | None:
@@ -72,6 +78,16 @@ def _feature_set(name: str, value) -> int:
     return value
 
 
+def _positions(name: str, value) -> tuple[int, ...]:
+    """Two increasing steps > 0 (FriedmanDrift's drift positions)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(f"{name} must be a list of two increasing steps > 0, got {value!r}")
+    first, second = (check_integer(f"{name}[{i}]", step) for i, step in enumerate(value))
+    if second <= first:
+        raise ValueError(f"{name} must be a list of two increasing steps > 0, got {value!r}")
+    return first, second
+
+
 def _widths(name: str, value) -> tuple[int, ...]:
     """A non-empty list of positive integers (hidden layer widths)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
@@ -92,6 +108,9 @@ STREAM_RULES: dict[str, params.Rule] = {
     "n_steps": check_integer,
     "deskewed": params.check_bool,
     "z_clip": _positive_or_none,
+    "n_rows": check_integer,
+    "position": _positions,
+    "noise": partial(params.check_float, low=0),
 }
 STREAM_RULES_OF = {"electricity": {"n_features": _feature_set}}
 MLP_RULES: dict[str, params.Rule] = {
@@ -106,6 +125,10 @@ def stream_steps(stream: str, args: dict) -> int | None:
     """Steps of a stream with settings ``args`` (every parameter given), where they follow from them."""
     if stream == "synthetic":
         return args["segment_length"] * args["n_segments"]
+    if stream == "synthetic_regression":
+        return args["segment_length"] * args["n_segments"]
+    if stream == "friedman_gra":
+        return args["n_rows"]
     if stream == "permuted_mnist":
         return args["n_tasks"] * (args["examples_per_task"] or MNIST_TRAIN_EXAMPLES)
     return None
@@ -119,7 +142,8 @@ def check(exp: Experiment) -> Experiment:
     if not isinstance(exp.description, str):
         raise ValueError(f"description must be text, got {exp.description!r}")
     rivers = tuple(f"river:{model}" for model in RIVER_MODELS)
-    _names("learners", exp.learners, LEARNERS + rivers)
+    regression = exp.kind == configs.REGRESSION
+    _names("learners", exp.learners, REGRESSION_LEARNERS if regression else LEARNERS + rivers)
     if exp.kind == configs.TASK_MATRIX:
         _names("variants", exp.variants, (FROZEN, ADAPT50))
     check_integer("seeds", exp.seeds)
@@ -134,7 +158,8 @@ def check(exp: Experiment) -> Experiment:
         raise ValueError(f"conditions must be a list of integers, got {exp.conditions!r}")
     for i, condition in enumerate(exp.conditions):
         check_integer(f"conditions[{i}]", condition, 0)
-    streams_read = (TRANSFER_STREAMS[exp.kind],) if exp.kind in TRANSFER_STREAMS else TASK_STREAMS
+    streams_read = ((TRANSFER_STREAMS[exp.kind],) if exp.kind in TRANSFER_STREAMS else REGRESSION_STREAMS
+                    if regression else TASK_STREAMS)
     if exp.stream not in streams_read:
         raise ValueError(f"stream must be one of {', '.join(streams_read)} for {exp.kind} experiments, "
                          f"got {exp.stream!r}")
@@ -147,8 +172,10 @@ def check(exp: Experiment) -> Experiment:
         raise ValueError(f"stream_args make a stream of {steps:,} steps; at most {MAX_STEPS:,} (2^31 - 1)")
     canonical = {"stream_args": stream_args,
                  "mlp": _group("mlp", exp.mlp, MLP_RULES, tuple(MLP_PARAMETERS)),
-                 "network": _group("network", exp.network, params.GLN_RULES, NETWORK_KEYS),
-                 "nctl": _group("nctl", exp.nctl, params.NCTL_RULES, NCTL_KEYS)}
+                 "network": _group("network", exp.network, REGRESSOR_NETWORK_RULES, tuple(REGRESSOR_NETWORK_RULES))
+                 if regression else _group("network", exp.network, params.GLN_RULES, NETWORK_KEYS),
+                 "nctl": _group("nctl", exp.nctl, params.FMN_RULES, tuple(params.FMN_RULES))
+                 if regression else _group("nctl", exp.nctl, params.NCTL_RULES, NCTL_KEYS)}
     if not hasattr(exp.anchors, "keys"):
         raise ValueError(f"anchors must be a mapping, got {exp.anchors!r}")
     return dataclasses.replace(exp, **canonical)
