@@ -87,11 +87,8 @@ def friedman_gra(seed: int = 0, *, n_rows: int = 12_000,
     """river's ``FriedmanDrift`` with a global recurring abrupt drift (``drift_type="gra"``): the first
     ``n_rows`` rows, concept 0 (Friedman's function of features 0-4) before ``position[0]``, concept 1
     (the same function of the relevant features swapped) from ``position[0]`` and concept 0 again from
-    ``position[1]``; the features and noise are drawn by ``seed``.
-
-    >>> stream = friedman_gra(seed=1, n_rows=90, position=(30, 60))
-    >>> len(stream), stream.n_features, stream.segments()
-    (90, 10, [(0, 0, 30), (1, 30, 60), (0, 60, 90)])
+    ``position[1]``; the features and noise are drawn by ``seed``. With ``n_rows=90, position=(30, 60)``
+    the segments are ``[(0, 0, 30), (1, 30, 60), (0, 60, 90)]`` (tests/test_regression_experiment.py).
     """
     from river.datasets import synth
 
