@@ -147,3 +147,16 @@ def test_the_api_pages_example_runs():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert blocks and runner.summarize(verbose=False).failed == 0
+
+
+def test_one_rows_distribution_after_rows_kept_back_is_that_of_the_whole_batch():
+    X, y = recurring_stream(120, period=30, seed=9)
+    streamed, batched = nctl.NCTLRegressor(**SMALL), nctl.NCTLRegressor(**SMALL)
+    streamed.learn_many(X[:100], y[:100])
+    batched.learn_many(X[:100], y[:100])
+    for x, target in zip(X[100:110], y[100:110]):
+        streamed.learn_one(x, target)  # kept back: learned with the next prediction, in one call
+    batched.learn_many(X[100:110], y[100:110])
+    got = streamed.predict_distribution_one(X[110])
+    means, variances = batched.predict_distribution_many(X[110:111])
+    assert got == (means[0], variances[0]) and streamed.t_ == batched.t_ == 110

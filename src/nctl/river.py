@@ -308,8 +308,8 @@ class _Regressor(_DictFeatures, base.Regressor):
             return Normal(0.0, 1.0) if with_dist else 0.0
         if not with_dist:
             return self._learner.predict_one(vector)
-        means, variances = self._learner.predict_distribution_many(vector[None])
-        return Normal(float(means[0]), math.sqrt(variances[0]))
+        mean, variance = self._learner.predict_distribution_one(vector)
+        return Normal(mean, math.sqrt(variance))
 
 
 class GLNRegressor(_Regressor):
@@ -336,7 +336,7 @@ class GLNRegressor(_Regressor):
     def __init__(
         self,
         layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 4,
+        context_bits: int = 2,
         learning_rate: float = 0.01,
         min_variance: float = 0.1,
         max_variance: float = 10.0,
@@ -376,8 +376,8 @@ class NCTLRegressor(_Regressor):
     def __init__(
         self,
         layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.01,
+        context_bits: int = 2,
+        learning_rate: float = 0.02,
         min_variance: float = 0.1,
         max_variance: float = 10.0,
         max_weight: float = 100.0,

@@ -294,7 +294,7 @@ class GLNRegressor(_Regressor):
     def __init__(
         self,
         layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 4,
+        context_bits: int = 2,
         learning_rate: float = 0.01,
         min_variance: float = 0.1,
         max_variance: float = 10.0,
@@ -334,8 +334,8 @@ class NCTLRegressor(_Regressor):
     def __init__(
         self,
         layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.01,
+        context_bits: int = 2,
+        learning_rate: float = 0.02,
         min_variance: float = 0.1,
         max_variance: float = 10.0,
         max_weight: float = 100.0,

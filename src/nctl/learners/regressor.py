@@ -16,6 +16,7 @@ from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.gln import GLN_CHUNK
+from nctl.learners.inputs import check_features
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
 
 ONE_NETWORK = np.array([0], np.int32)  # regression trains one network; its "positive class" is unused
@@ -123,6 +124,26 @@ class Regressor:
             return np.zeros(0), np.zeros(0)
         return self._distribution(X)
 
+    def predict_distribution_one(self, x) -> tuple[float, float]:
+        """The predictive Gaussian of the target of ``x``: its mean and variance in the targets' units, with
+        every row given so far learned (the rows ``learn_one`` kept back in the same call where the learner
+        can: the river path); the learner does not change otherwise."""
+        x = check_features(x, self.n_features_)
+        if x.ndim != 1:
+            raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
+        if self._pending:
+            mean, variance = self._learn_then_distribution(*self._pending_batch(), x)
+        else:
+            means, variances = self.predict_distribution_many(x[None])
+            mean, variance = means[0], variances[0]
+        return float(mean), float(variance)
+
+    def _learn_then_distribution(self, X, y, x):
+        """Learn the rows ``X, y``, then the predictive (mean, variance) of ``x``."""
+        self._learn(X, y)
+        means, variances = self._distribution(x[None])
+        return means[0], variances[0]
+
     def _checked_targets(self, y) -> np.ndarray:
         return check_targets(y)
 
@@ -155,7 +176,7 @@ class GLNRegressor(Regressor, OnlineLearner):
     """
 
     layer_sizes: tuple = (16, 8, 1)
-    context_bits: int = 4
+    context_bits: int = 2  # measured on four streams (docs/algorithm.md §8.4)
     learning_rate: float = 0.01  # the row model's defaults (GaussianRows), written out for the signature
     min_variance: float = 0.1
     max_variance: float = 10.0
