@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+import nctl
+
 from nctl import cli, streams
 from nctl.experiments import configs, report, runners, validate
 from nctl.experiments.run import run
@@ -24,7 +26,10 @@ def test_the_benchmark_has_the_four_streams_and_the_five_learners():
     assert sorted(configs.get(name).stream for name in REGRESSION) == sorted(validate.REGRESSION_STREAMS)
     for name in REGRESSION:
         assert configs.get(name).learners == validate.REGRESSION_LEARNERS
-        assert configs.get(name).network == {} and configs.get(name).nctl == {}  # the learners' defaults
+        exp = configs.get(name)  # the learners' defaults, written out (so a seed store sees them change)
+        assert {**exp.network, **exp.nctl} == {k: v for k, v in nctl.NCTLRegressor().params().items()
+                                                if k in {**exp.network, **exp.nctl}}
+        assert exp.network == {k: v for k, v in nctl.GLNRegressor().params().items() if k in exp.network}
 
 
 def test_synthetic_regression_takes_turns_a_b_c_and_is_fixed_by_its_seed():
@@ -126,4 +131,8 @@ def test_settings_of_another_kind_or_learner_are_refused():
     with pytest.raises(ValueError, match="does not apply"):
         configs.get("regression-trump").replace({"steps_per_task": "10"})
     assert validate.check(configs.get("regression-trump").replace({"network.min_variance": "0.2"})).network == \
-        {"min_variance": 0.2}
+        {**configs.REGRESSION_NETWORK, "min_variance": 0.2}
+    assert validate.check(configs.get("regression-trump").replace({"nctl.learning_rate": "0.05"})).nctl == \
+        {"learning_rate": 0.05}  # NCTL's own network settings
+    with pytest.raises(ValueError, match="prob_eps"):
+        validate.check(configs.get("regression-trump").replace({"nctl.prob_eps": "0.1"}))

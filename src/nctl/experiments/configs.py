@@ -127,9 +127,16 @@ REGRESSION_LEARNERS = ("nctl", "gln", "river:adaptive_random_forest", "river:hoe
                        "river:linear_regression")
 
 
+# The regressors' defaults (docs/algorithm.md §8.4), written out so that a seed store's configuration changes
+# when they do: the network both learners share, and NCTL's learning rate (its GLN keeps its own, 0.01).
+REGRESSION_NETWORK = MappingProxyType({"layer_sizes": (16, 8, 1), "context_bits": 2})
+REGRESSION_NCTL = MappingProxyType({"learning_rate": 0.02})
+
+
 def _regression(name: str, stream: str, description: str, **stream_args) -> Experiment:
     return Experiment(name, REGRESSION, description, stream=stream, learners=REGRESSION_LEARNERS,
-                      stream_args=stream_args, network={}, seeds=3, curve_points=100)
+                      stream_args=stream_args, network=dict(REGRESSION_NETWORK), nctl=dict(REGRESSION_NCTL), seeds=3,
+                      curve_points=100)
 
 
 EXPERIMENTS: dict[str, Experiment] = {

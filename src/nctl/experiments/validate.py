@@ -174,7 +174,9 @@ def check(exp: Experiment) -> Experiment:
                  "mlp": _group("mlp", exp.mlp, MLP_RULES, tuple(MLP_PARAMETERS)),
                  "network": _group("network", exp.network, REGRESSOR_NETWORK_RULES, tuple(REGRESSOR_NETWORK_RULES))
                  if regression else _group("network", exp.network, params.GLN_RULES, NETWORK_KEYS),
-                 "nctl": _group("nctl", exp.nctl, params.FMN_RULES, tuple(params.FMN_RULES))
+                 # a regression experiment's nctl.* settings may also set NCTL's own network settings (over network.*)
+                 "nctl": _group("nctl", exp.nctl, {**REGRESSOR_NETWORK_RULES, **params.FMN_RULES},
+                                tuple(REGRESSOR_NETWORK_RULES) + tuple(params.FMN_RULES))
                  if regression else _group("nctl", exp.nctl, params.NCTL_RULES, NCTL_KEYS)}
     if not hasattr(exp.anchors, "keys"):
         raise ValueError(f"anchors must be a mapping, got {exp.anchors!r}")
