@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import nctl
-
 from nctl import cli, streams
 from nctl.experiments import configs, report, runners, validate
 from nctl.experiments.run import run
