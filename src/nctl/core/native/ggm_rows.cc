@@ -278,9 +278,10 @@ int64_t NetAxis(const ffi::Buffer<D>& buffer, size_t rank) {
 
 // q [nets?, N, E] of every pool entry of each neuron n at its context contexts[n] (pool [nets?, N, C, E,
 // K], contexts [nets?, N], u [nets?, K]), read where the entries are stored: the predictions of the
-// members that start from them, rounded as row_predictions rounds.
-ffi::Error EntryPredictions(ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> contexts, ffi::Buffer<ffi::F32> u,
-                            float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
+// members that start from them, rounded as row_predictions rounds. Neurons are shared out among the
+// intra-op threads (each row's sum is fixed, so the bits do not depend on the threads).
+ffi::Error EntryPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> contexts,
+                            ffi::Buffer<ffi::F32> u, float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
   auto pool_dims = pool_rows.dimensions();
   if (pool_dims.size() < 4 || contexts.dimensions().size() < 1 || u.dimensions().size() < 1)
     return ffi::Error::InvalidArgument("nctl entry predictions: arguments of unexpected rank");
@@ -290,13 +291,15 @@ ffi::Error EntryPredictions(ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S3
   const auto Pool = Resolve<float>(pool_rows, 4, nets);
   const auto Context = Resolve<int32_t>(contexts, 1, nets);
   const auto U = Resolve<float>(u, 1, nets);
-  std::vector<const float*> rows(E);
-  for (int64_t g = 0; g < nets; ++g)
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t c = std::clamp<int64_t>(Context.at(g)[n], 0, C - 1);
-      for (int64_t e = 0; e < E; ++e) rows[e] = Pool.at(g) + ((n * C + c) * E + e) * K;
-      PredictMany(rows.data(), E, U.at(g), K, prob_eps, q->typed_data() + (g * N + n) * E);
-    }
+  float* out = q->typed_data();
+  auto one_neuron = [&](int64_t item) {  // item = g N + n
+    const int64_t g = item / N, n = item % N;
+    const int64_t c = std::clamp<int64_t>(Context.at(g)[n], 0, C - 1);
+    std::vector<const float*> rows(E);
+    for (int64_t e = 0; e < E; ++e) rows[e] = Pool.at(g) + ((n * C + c) * E + e) * K;
+    PredictMany(rows.data(), E, U.at(g), K, prob_eps, out + item * E);
+  };
+  ParallelFor(threads, nets * N, nets * N * E * K, one_neuron);
   return ffi::Error::Success();
 }
 
@@ -437,6 +440,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlRowPredictions, RowPredictions,
                                   .Ret<ffi::Buffer<ffi::F32>>());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlEntryPredictions, EntryPredictions,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
