@@ -34,12 +34,9 @@ TINY = {
     "elec2-8": {"max_steps": "250", "learners": '["nctl", "no-change", "river:alma"]'},
     "mnist-gln": {"max_steps": "300"},
     "mnist-gln-deskewed": {"max_steps": "300", "network.context_bits": "2"},
-    # NCTL on one regression stream: its programs compile anew for each stream's number of features
-    "regression-recurring": {"max_steps": "40"},
-    "regression-friedman-gra": {"max_steps": "40", "learners": '["gln", "river:adaptive_random_forest"]'},
-    "regression-trump": {"max_steps": "40", "learners": '["gln", "river:hoeffding_adaptive_tree"]'},
-    "regression-chickweights": {"max_steps": "40", "learners": '["gln", "river:linear_regression"]'},
 }
+# the regression experiments run end to end on a tiny size in tests/test_regression_experiment.py
+REGRESSION = {name for name, exp in configs.EXPERIMENTS.items() if exp.kind == configs.REGRESSION}
 
 
 # experiments that vary another only in their stream's data (deskewed, reduced) or in NCTL's settings
@@ -51,7 +48,7 @@ VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "pe
 
 
 def test_every_experiment_has_a_tiny_setting():
-    assert set(TINY) | {"demo"} == set(configs.EXPERIMENTS)
+    assert set(TINY) | REGRESSION | {"demo"} == set(configs.EXPERIMENTS)
 
 
 @pytest.mark.data

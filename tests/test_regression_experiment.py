@@ -89,14 +89,17 @@ def test_a_tiny_run_gives_every_models_metrics_and_a_report(name, tmp_path):
         learners = tuple(learner for learner in learners if learner != "nctl")
     exp = configs.get(name).replace({**TINY, "learners": json.dumps(learners)})
     results = run(exp, [0], tmp_path, progress=False)
+    stored = json.loads((tmp_path / name / "results.json").read_text())
+    assert stored["n_seeds"] == 1 and stored["config"]["name"] == name
+    assert stored["versions"]["jax"] and stored["config_hash"] == results["config_hash"]
     seed = results["seeds"][0]
-    assert seed["steps"] == 48 and set(seed["learners"]) == set(learners)
+    assert seed["steps"] == 48 and set(seed["learners"]) == set(learners) and seed["peak_rss_bytes"] > 2**20
     for learner, entry in seed["learners"].items():
         assert all(np.isfinite([entry["mae"], entry["rmse"], entry["examples_per_s"]]))
         assert entry["rmse"] >= entry["mae"] > 0 and len(entry["binned_mae"]) == 8
         # a predictive distribution from nctl's learners only; none is made up for river's
         assert (entry["log_likelihood"] is None) == learner.startswith("river:")
-    table = report.markdown([json.loads((tmp_path / name / "results.json").read_text())])
+    table = report.markdown([stored])
     assert table.count(f"| {name} | river:adaptive_random_forest | progressive | log_likelihood | - |") == 1
     assert f"| {name} | GLN | progressive | mae |" in table
 
