@@ -25,6 +25,7 @@ TINY = {
     "permuted-mnist-deskewed": PERMUTED_TINY,
     "permuted-mnist-deskewed-c256-bounded": PERMUTED_TINY,
     "permuted-mnist-c256-bounded": PERMUTED_TINY,
+    "permuted-mnist-deskewed-c256-lr0.003-bounded": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},
@@ -44,7 +45,8 @@ REGRESSION = {name for name, exp in configs.EXPERIMENTS.items() if exp.kind == c
 # variant builds its stream and learners (test_a_variant_builds_its_stream_and_learners)
 VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "permuted-mnist",
             "permuted-mnist-deskewed": "permuted-mnist", "permuted-mnist-deskewed-c256-bounded": "permuted-mnist",
-            "permuted-mnist-c256-bounded": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
+            "permuted-mnist-c256-bounded": "permuted-mnist",
+            "permuted-mnist-deskewed-c256-lr0.003-bounded": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
 
 
 def test_every_experiment_has_a_tiny_setting():

@@ -80,6 +80,7 @@ STREAM_DATA = {"split_mnist": "mnist", "permuted_mnist": "mnist", "mnist_classes
 SEED_DURATION = {"demo": "1 min", "split-mnist": "15 min", "split-mnist-deskewed": "15 min",
                  "split-fashion-mnist": "45 min", "permuted-mnist": "hours", "permuted-mnist-deskewed": "1.5 h",
                  "permuted-mnist-deskewed-c256-bounded": "70 min",
+                 "permuted-mnist-deskewed-c256-lr0.003-bounded": "70 min",
                  "permuted-mnist-c256-bounded": "hours", "permuted-mnist-reduced": "30-50 min",
                  "free-split-backward": "1-2 min", "free-split-forward": "1-2 min", "free-split-oracles": "1 min",
                  "elec2-5": "10 min", "elec2-8": "10 min", "mnist-gln": "20 s", "mnist-gln-deskewed": "2.5 min",
