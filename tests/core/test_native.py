@@ -1,9 +1,11 @@
 """The CPU kernel for a layer's rows (docs/algorithm.md §6.11) against the row rule written out in numpy
 (float64), and its fallbacks."""
 
+import ctypes
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -252,3 +254,24 @@ def test_without_the_kernel_the_engine_runs_xla(tmp_path, env, warns):
                          env={**os.environ, "NCTL_NATIVE_CACHE": str(tmp_path), **env})
     assert run.stdout.strip() == "False", run.stderr
     assert ("could not be built" in run.stderr) == warns
+    assert not list(tmp_path.iterdir())  # a failed build leaves nothing behind
+
+
+def test_a_missing_library_is_built_once_into_the_folder_given(tmp_path):
+    """``build`` compiles a library that loads and holds every target, and a second call finds it."""
+    first = native.build(tmp_path)
+    built = first.stat().st_mtime_ns
+    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == built
+    assert [path.name for path in tmp_path.iterdir()] == [native.library_name()]
+    library = ctypes.cdll.LoadLibrary(str(first))
+    assert all(hasattr(library, symbol) for symbol in native.TARGETS.values())
+
+
+@pytest.mark.skipif(not (Path(native.__file__).parent / native.library_name()).exists(),
+                    reason="not installed with pip: no library was built at install time")
+def test_the_library_built_at_install_time_is_used(tmp_path):
+    """A process that finds the installed library builds nothing into its cache."""
+    run = subprocess.run([sys.executable, "-c", "from nctl.core import native; print(native.enabled())"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "NCTL_NATIVE_CACHE": str(tmp_path)})
+    assert run.stdout.strip() == "True", run.stderr
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())

@@ -3,12 +3,13 @@
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
 decision compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest
-keys. They are compiled into one library on first use with the system's C++ compiler (``$CXX``, else
-``c++``) against the headers jaxlib ships, and the library is kept in a cache directory
-(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``) under a name that hashes the sources, the
-compiler command and jaxlib's version. Without a compiler,
-where the build fails, or with ``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every
-platform it runs on; other platforms than the CPU always do.
+keys. They are compiled into one library with the system's C++ compiler (``$CXX``, else ``c++``)
+against the headers jaxlib ships, under a name that hashes the sources, the compiler, its flags, jaxlib's
+version and the machine. Installing the package builds it into the package (``setup.py``), so that no
+process waits for it; where that library is missing or was built for another jaxlib, the first process
+that needs the kernels builds it into a cache directory (``$NCTL_NATIVE_CACHE``, else
+``~/.cache/nctl/native``). Without a compiler, where the build fails, or with ``NCTL_NATIVE=0``, the
+engine runs its XLA code instead, on every platform it runs on; other platforms than the CPU always do.
 """
 
 import ctypes
@@ -41,31 +42,51 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NCTL_NATIVE_CACHE") or Path.home() / ".cache" / "nctl" / "native")
 
 
-def _command(output: Path) -> list[str]:
-    compiler = shlex.split(os.environ.get("CXX", "c++"))
-    return [*compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", *map(str, SOURCES), "-o", str(output)]
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CXX", "c++"))
 
 
-def _library() -> Path:
-    """The compiled kernels, built into the cache unless already there (atomic: temp file + rename)."""
+def library_name() -> str:
+    """The library's file name: a hash of the sources, the compiler and its flags, jaxlib's version and
+    the machine (not of where jaxlib's headers are, so that a library built at install time matches)."""
     from jaxlib.version import __version__ as jaxlib_version
 
     key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES))
-    key.update(" ".join(_command(Path("out")) + [jaxlib_version, platform.machine()]).encode())
-    path = cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-        os.close(handle)
-        try:
-            run = subprocess.run(_command(Path(temp)), capture_output=True, text=True)
-            if run.returncode:
-                raise RuntimeError(f"{shlex.join(_command(path))} failed:\n{run.stderr[-2000:]}")
-            os.replace(temp, path)
-        finally:
-            if os.path.exists(temp):
-                os.unlink(temp)
+    key.update(" ".join(_compiler() + FLAGS + [jaxlib_version, platform.machine()]).encode())
+    return f"kernels-{key.hexdigest()[:16]}.so"
+
+
+def build(folder: Path) -> Path:
+    """Compile the library into ``folder`` unless it is there: each source on its own compiler process,
+    at once, then linked; written atomically (temp file + rename). Raises RuntimeError where the
+    compiler fails."""
+    path = folder / library_name()
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    include = f"-I{jax.ffi.include_dir()}"
+    with tempfile.TemporaryDirectory(dir=folder) as temp:
+        objects = [Path(temp) / f"{source.stem}.o" for source in SOURCES]
+        commands = [[*_compiler(), *FLAGS, include, "-c", str(source), "-o", str(obj)]
+                    for source, obj in zip(SOURCES, objects)]
+        compiling = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for command in commands]
+        failures = [(command, run.communicate()[1]) for command, run in zip(commands, compiling) if run.wait()]
+        linked = Path(temp) / path.name
+        link = [*_compiler(), *FLAGS, *map(str, objects), "-o", str(linked)]
+        if not failures:
+            run = subprocess.run(link, capture_output=True, text=True)
+            failures = [(link, run.stderr)] if run.returncode else []
+        if failures:
+            command, error = failures[0]
+            raise RuntimeError(f"{shlex.join(command)} failed:\n{error[-2000:]}")
+        os.replace(linked, path)
     return path
+
+
+def _library() -> Path:
+    """The library installed with the package if it matches, else the cache's (built there if missing)."""
+    installed = Path(__file__).with_name(library_name())
+    return installed if installed.exists() else build(cache_dir())
 
 
 def enabled() -> bool:
