@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import native
+from nctl.core.platform import by_platform
+
 
 class Reservoir(NamedTuple):
     """A sample of record ids: ``ids [..., R]`` int32 (-1 empty) and, per sample, ``n`` held and ``seen``
@@ -99,8 +101,8 @@ def largest_first(score, k: int):
     partial sort in it; else ``largest_first_by_sorts``."""
     if not native.enabled():
         return largest_first_by_sorts(score, k)
-    return jax.lax.platform_dependent(score, cpu=lambda s: native.largest_first(s.astype(jnp.float64), k),
-                                      default=lambda s: largest_first_by_sorts(s, k))
+    return by_platform(score, cpu=lambda s: native.largest_first(s.astype(jnp.float64), k),
+                       default=lambda s: largest_first_by_sorts(s, k))
 
 
 def largest_first_by_sorts(score, k: int):

@@ -65,7 +65,7 @@ def run_steps(state: State, Z, Y, n, cfg: EngineConfig, observe: Observe, z_next
         shapes = jax.eval_shape(lambda s: observe(s, cfg), state)
         obs = jax.tree.map(lambda s: jnp.zeros((Z.shape[0],) + s.shape, s.dtype), shapes)
     done, state, preds, obs, due = jax.lax.while_loop(can_go, body, (jnp.int32(0), state, preds, obs, jnp.bool_(False)))
-    unmade = jax.eval_shape(lambda: predict_row(state, z_next, cfg))
+    unmade = prediction_type(cfg)
     p_next = jax.lax.cond(predict_next & (done == n) & ~due, lambda: predict_row(state, z_next, cfg),
                           lambda: jnp.full(unmade.shape, jnp.nan, unmade.dtype))
     outcome = jnp.concatenate([preds.reshape(-1), p_next.astype(jnp.float64).reshape(-1),
@@ -94,12 +94,18 @@ def predict_row(state: State, z, cfg: EngineConfig):
     return per_net(lambda net: forward(net, state.schedule, z, jnp.float32(0), cfg, learn=False).p, state.nets)
 
 
+def prediction_type(cfg: EngineConfig) -> jax.ShapeDtypeStruct:
+    """What ``predict_row`` returns: float64 [classes, *rows.prediction_shape] (the mixture over
+    segments is float64), known without tracing it a second time."""
+    return jax.ShapeDtypeStruct((cfg.n_nets,) + cfg.rows.prediction_shape, jnp.float64)
+
+
 @partial(programs.jit, static_argnums=(3,), compiler_options=COMPILER_OPTIONS)
 def predict_rows(state: State, Z, n, cfg: EngineConfig):
     """Frozen predictions of the first ``n`` rows of ``Z`` [B, d] (the rest 0). ``predict`` calls it
     with ``B = 1`` (one row: the program compiled ahead for the river path, §6.8) or ``PREDICT_BLOCK``
     (any other number of rows), so a configuration compiles at most two prediction programs."""
-    row = jax.eval_shape(lambda: predict_row(state, Z[0], cfg))
+    row = prediction_type(cfg)
     out = jnp.zeros((Z.shape[0],) + row.shape, row.dtype)
     return jax.lax.fori_loop(0, n, lambda i, out: out.at[i].set(predict_row(state, Z[i], cfg)), out)
 

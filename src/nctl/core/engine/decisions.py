@@ -19,6 +19,7 @@ from nctl.core.engine.config import EngineConfig, uses_kernel
 from nctl.core.engine.members import member_row, member_weights, source_entry
 from nctl.core.engine.ops import any_net, when
 from nctl.core.engine.state import Net, State
+from nctl.core.platform import by_platform
 
 SCORE_BYTES = 8 * 2**20  # working set of one batch of neurons scored at a close by XLA's gathers
 
@@ -177,7 +178,7 @@ def scores(at: _Layer, neurons, needed, ids, c, x, entries, slots, members, on, 
     rows = jnp.where(owns, jnp.maximum(block, 0) * net.arena.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
     table, offset, bound = _input_table(at)
     scored = on & needed & (jnp.arange(slots.shape[0]) < count)[:, None]
-    q = jax.lax.platform_dependent(net.arena.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
+    q = by_platform(net.arena.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(
         pool_rows, net.arena.blocks[layer], jnp.where(needed, neurons, -1), c, entries, rows, scored, table, ids, offset,
         bound, mixing.BIAS_LOGIT, cfg.rows.init_value(shape.fan_in), cfg.rows.prob_eps), default=gathered)
     q = cfg.rows.likelihood(q, x[..., None])

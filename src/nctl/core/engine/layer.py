@@ -16,6 +16,7 @@ from nctl.core.engine.config import EngineConfig, LANE_PREDICTION_BYTES, slot_ro
 from nctl.core.engine.members import source_entry, source_weights
 from nctl.core.engine.ops import put, unique_or_drop
 from nctl.core.engine.state import Net
+from nctl.core.platform import by_platform
 
 
 def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
@@ -23,8 +24,8 @@ def row_predictions(cfg: EngineConfig, rows, u, kernel: bool):
     kernel's dot product, so that every prediction of a state in a layer that uses it rounds alike (§6.11)."""
     if not kernel:
         return cfg.rows.predict(rows, u)
-    return jax.lax.platform_dependent(rows, cpu=lambda r: native.row_predictions(r, u, cfg.rows.prob_eps),
-                                      default=lambda r: cfg.rows.predict(r, u))
+    return by_platform(rows, cpu=lambda r: native.row_predictions(r, u, cfg.rows.prob_eps),
+                       default=lambda r: cfg.rows.predict(r, u))
 
 
 def neutral(cfg: EngineConfig, shape: tuple):
@@ -139,11 +140,11 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     if shape.vectorised and shape.slot_chunk < S:
         # on a CPU the live slots only, chunk by chunk; elsewhere every slot at once (a loop's every round
         # waits for the device there)
-        return jax.lax.platform_dependent(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
+        return by_platform(blocks, cpu=partial(train_slots, chunk=shape.slot_chunk), default=all_slots)
     if shape.vectorised:
         return all_slots(blocks)
     if uses_kernel(cfg, shape):
-        return jax.lax.platform_dependent(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
+        return by_platform(blocks, cpu=train_native, default=partial(train_slots, chunk=1))
     return train_slots(blocks, 1)
 
 
@@ -157,7 +158,7 @@ def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
 
     if not kernel:
         return gathered(pool_rows)
-    return jax.lax.platform_dependent(
+    return by_platform(
         pool_rows, cpu=lambda rows: native.entry_predictions(rows, contexts, u, cfg.rows.prob_eps), default=gathered)
 
 

@@ -19,6 +19,7 @@ from nctl.core.engine.ops import per_net, unique_or_drop
 from nctl.core.engine.pool_update import update_pool
 from nctl.core.engine.posterior import assign_lanes, mixture_posterior, posterior
 from nctl.core.engine.state import Net, State
+from nctl.core.platform import by_platform
 
 
 class Forward(NamedTuple):
@@ -64,8 +65,8 @@ def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
 
     # on a GPU the per-layer form let XLA fuse it so that a step's prediction and a later call's parted in
     # their last float32 bit (docs/algorithm.md §6.9); the same sums either way
-    loglik = jax.lax.platform_dependent(out.net.slots.loglik, cpu=per_layer,
-                                        default=lambda loglik: loglik + jnp.concatenate(logq, axis=2))
+    loglik = by_platform(out.net.slots.loglik, cpu=per_layer,
+                         default=lambda loglik: loglik + jnp.concatenate(logq, axis=2))
     net = out.net.with_slots(loglik=loglik)
     return net, out.p, (out.hidden, out.contexts)
 

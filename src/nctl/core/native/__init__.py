@@ -116,7 +116,7 @@ def ggm_rows(blocks, pool_rows, read, write, entry, stale, contexts, u, x, size,
     """Every live slot's rows of one layer (§6.11): ``q`` [S, N, W] of each lane's row, which is its
     block's, or its source where ``stale`` (pool entry ``entry`` >= 0, else the fresh row); when
     ``learn``, the blocks [B, W, K] with ``write``'s blocks (out of range: none) updated in place.
-    -> (blocks, q). On the CPU only: callers pick it with ``lax.platform_dependent``."""
+    -> (blocks, q). On the CPU only: callers pick it with ``nctl.core.platform.by_platform``."""
     q_type = jax.ShapeDtypeStruct(read.shape + (blocks.shape[-2],), jnp.float32)
     attributes = dict(learning_rate=np.float32(rows.learning_rate), prob_eps=np.float32(rows.prob_eps),
                       max_weight=np.float32(rows.max_weight),
