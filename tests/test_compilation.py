@@ -140,25 +140,6 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     assert first > 0 and len(compiles) == first and model.t_ == 20
 
 
-def test_a_new_learner_compiles_its_first_programs_beside_its_state_and_each_once():
-    """§6.8: the state's creation starts the step and boundary programs in background threads, from the
-    state's shapes, while its own programs compile on the caller's thread; the first ``learn`` waits for
-    them instead of compiling them again. (A configuration no other test uses: the tests' shared cache
-    would otherwise load its programs.)"""
-    X = np.random.default_rng(0).normal(size=(6, 5))
-    model = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, pool_size=2, min_segment=4, depth=7, seed=13)
-    caller = threading.get_ident()
-    with compilation.programs_made(names=True) as compiles:
-        model.learn_one(X[0], 1)
-        for x in X[1:]:
-            model.predict_proba_one(x)
-            model.learn_one(x, int(x[0] > 0))
-    steps = [thread for name, thread in compiles if name == "jit(run_steps)"]
-    boundaries = [thread for name, thread in compiles if name == "jit(pool_boundary)"]
-    assert len(steps) == 1 and len(boundaries) == 1 and caller not in steps + boundaries
-    assert ("jit(network_gates)", caller) in compiles
-
-
 def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     """§6.8: the programs of the next block-arena enlargement (§6.2) and of a doubled record arena
     (§6.5) are compiled in the background ahead of need, so the stream itself compiles nothing after

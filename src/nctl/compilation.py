@@ -133,17 +133,16 @@ def adopt(cache: tuple[str, bool] | None) -> None:
 
 
 @contextlib.contextmanager
-def programs_made(names: bool = False):
-    """A list that collects, as the identifier of the thread that made it (with ``names``: ``(JAX's name
-    of the program, thread)``), every program made inside the block: compiled by XLA, or loaded from
-    the persistent compilation cache (what a process that had compiled it before does instead). JAX
-    times both under one event, the one counted here (a load also records a cache hit, which is not
-    counted: it would count the program twice)."""
+def programs_made():
+    """A list that collects, as the identifier of the thread that made it, every program made inside
+    the block: compiled by XLA, or loaded from the persistent compilation cache (what a process that had
+    compiled it before does instead). JAX times both under one event, the one counted here (a load also
+    records a cache hit, which is not counted: it would count the program twice)."""
     made = []
 
-    def made_one(event, duration, fun_name=None, **kwargs):
+    def made_one(event, duration, **kwargs):
         if event == BACKEND_COMPILE_EVENT:
-            made.append((fun_name, threading.get_ident()) if names else threading.get_ident())
+            made.append(threading.get_ident())
 
     jax.monitoring.register_event_duration_secs_listener(made_one)
     try:

@@ -75,7 +75,6 @@ class EngineLearner:
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)
-        engine.prepare(self.cfg_, jax.random.PRNGKey(self.seed), self.depth or 0)
         return self._fresh_state(n_features, self.cfg_)
 
     def _copy_extra(self, twin) -> None:

@@ -6,8 +6,7 @@ prediction is a probability per class network, or what the row model predicts
 (``rows.prediction_shape``: a Gaussian's mean and precision). What this package exports is the whole
 contract:
 
-* ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1; ``prepare(cfg, key)``
-  before ``init`` starts compiling what the first ``learn`` runs while ``init`` makes the state;
+* ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1;
 * ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
   state and configuration, the pre-update predictions and, per step, ``observe(state, cfg)`` taken
   after the step is learned and before its boundary is processed;
@@ -45,7 +44,7 @@ physical pool entries, ``W`` lanes (rows trained per block), ``N`` neurons, ``C`
 reservoir size, ``A_r`` record rows, ``d`` features, ``H`` hidden inputs recorded per step.
 """
 
-from nctl.core.engine.ahead import finish_compiling, prepare
+from nctl.core.engine.ahead import finish_compiling
 from nctl.core.engine.config import (
     LEARN_BLOCK, PREDICT_BLOCK, EngineConfig, configure, configured, lean_arena_depth, max_depth_for,
 )
@@ -55,4 +54,4 @@ from nctl.core.engine.state import Net, Records, State, gates, init, with_record
 
 __all__ = ["EngineConfig", "Journal", "LEARN_BLOCK", "Net", "PREDICT_BLOCK", "Records", "State", "configure",
            "configured", "finish_compiling", "gates", "init", "journal", "lean_arena_depth", "learn",
-           "learn_then_predict", "max_depth_for", "pad_to_grown", "predict", "prepare", "undo", "with_record_contexts"]
+           "learn_then_predict", "max_depth_for", "pad_to_grown", "predict", "undo", "with_record_contexts"]

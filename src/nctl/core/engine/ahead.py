@@ -14,7 +14,7 @@ import numpy as np
 
 from nctl.core.engine.compiled import Observe, learn_block, pool_boundary, predict_rows, resize_program, run_steps
 from nctl.core.engine.config import EngineConfig, configured, enlargement_near, lean_arena_depth
-from nctl.core.engine.state import State, init
+from nctl.core.engine.state import State
 
 
 class CompiledAhead:
@@ -72,40 +72,6 @@ def one_row_prediction_ahead(state: State, cfg: EngineConfig) -> CompiledAhead:
 
 def _lower_one_row_prediction(shapes, cfg: EngineConfig):
     return predict_rows.lower(shapes, jax.ShapeDtypeStruct((1, cfg.n_features), np.float32), 1, cfg)
-
-
-_step_programs: OrderedDict = OrderedDict()  # EngineConfig -> CompiledAhead, most recent last
-
-
-def prepare(cfg: EngineConfig, key, depth: int = 0) -> None:
-    """Start compiling the programs that the first ``learn`` of ``init(cfg, key, depth)``'s state runs:
-    the steps, as ``learn`` calls them, and the boundary, from the state's shapes (placed on the default
-    device, as ``learn`` places a state). They compile in background threads while the caller makes
-    the state (whose hyperplanes' program compiles on the calling thread), instead of after it (§6.8)."""
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=device),
-                          jax.eval_shape(partial(init, cfg, key, depth)))
-    with _tables_lock:
-        if cfg not in _step_programs:
-            _step_programs[cfg] = CompiledAhead(partial(_lower_steps, shapes, cfg))
-            while len(_step_programs) > PROGRAMS_AHEAD_KEPT:
-                _step_programs.popitem(last=False)
-    boundary_program(shapes, cfg)
-
-
-def _lower_steps(shapes, cfg: EngineConfig):
-    Z, labels, n = learn_block(np.zeros((1, cfg.n_features), np.float32), np.zeros(1), 0, cfg)
-    return run_steps.lower(shapes, Z, labels, n, cfg, None, Z[0], True)
-
-
-def steps_ready(cfg: EngineConfig) -> None:
-    """Wait for the step program of ``cfg`` if ``prepare`` is compiling it (rather than compile it a
-    second time on this thread); it is then in ``jit``'s cache. A failure is left to the call that
-    follows, which compiles the program itself and raises."""
-    with _tables_lock:
-        ahead = _step_programs.pop(cfg, None)
-    if ahead is not None:
-        ahead.finish()
 
 
 def programs_ahead(state: State, cfg: EngineConfig, one_row: bool) -> list[CompiledAhead]:
@@ -199,7 +165,7 @@ def claim_enlargement(cfg: EngineConfig, new: EngineConfig) -> CompiledAhead | N
 
 def finish_compiling() -> None:
     """Wait for every program being compiled ahead (§6.8)."""
-    for programs_of in (_enlargements_ahead, _step_programs, _boundary_programs, _one_row_predictions):  # enlargements add programs
+    for programs_of in (_enlargements_ahead, _boundary_programs, _one_row_predictions):  # enlargements add programs
         with _tables_lock:
             started = list(programs_of.values())
         for ahead in started:

@@ -9,7 +9,7 @@ import numpy as np
 
 from nctl.core.engine.ahead import (
     RECORDS_LOW, boundary_program, claim_enlargement, doubled_records, enlarge_ahead, next_arena_enlargement,
-    programs_ahead, steps_ready,
+    programs_ahead,
 )
 from nctl.core.engine.compiled import Observe, learn_block, predict_rows, resize_program, run_steps, unpack
 from nctl.core.engine.config import (
@@ -41,7 +41,6 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
         state = jax.device_put(state, jax.devices()[0])
     one_row = z_next is not None or X.shape[0] == 1  # a stream learned one row at a time (the river path)
     first_cfg, ahead = cfg, programs_ahead(state, cfg, one_row)
-    steps_ready(cfg)
     probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
     while a < X.shape[0]:
