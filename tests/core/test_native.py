@@ -186,20 +186,23 @@ def test_the_engine_calls_the_kernel():
     assert "nctl_train_rows" in text and "nctl_entry_predictions" not in text  # exact mode: every member has a lane
 
 
-def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only():
+def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only(monkeypatch):
     """The pool boundary's decisions and reservoir merges call the kernel where the program runs on a
-    CPU; lowered for a GPU, the same program holds none of its calls (the XLA code of §6.11 runs there)."""
+    CPU; traced as a process with an accelerator traces it (both branches) and lowered for a GPU, the
+    same program holds none of its calls (the XLA code of §6.11 runs there)."""
     import nctl
     import nctl.core.engine
+    from nctl.core import platform
 
     learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=4, min_segment=2)
     rng = np.random.default_rng(3)
     learner.learn_many(rng.normal(size=(8, 3)).astype(np.float32), rng.integers(0, 2, 8))
     state, cfg = learner.state_, learner.cfg_
-    boundary = jax.jit(lambda s: nctl.core.engine.compiled.pool_boundary.__wrapped__(s, cfg)).trace(state)
-    cpu, gpu = boundary.lower().as_text(), boundary.lower(lowering_platforms=("cuda",)).as_text()
+    boundary = lambda: jax.jit(lambda s: nctl.core.engine.compiled.pool_boundary.__wrapped__(s, cfg)).trace(state)
+    cpu = boundary().lower().as_text()
     assert "nctl_pool_predictions" in cpu and "nctl_largest_first" in cpu
-    assert "nctl_" not in gpu
+    monkeypatch.setattr(platform, "cpu_only", lambda: False)
+    assert "nctl_" not in boundary().lower(lowering_platforms=("cuda",)).as_text()
 
 
 def test_every_layer_goes_through_the_kernel_where_it_is_built(monkeypatch):
