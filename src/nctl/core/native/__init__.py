@@ -70,7 +70,8 @@ def build(folder: Path) -> Path:
         commands = [[*_compiler(), *FLAGS, include, "-c", str(source), "-o", str(obj)]
                     for source, obj in zip(SOURCES, objects)]
         compiling = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for command in commands]
-        failures = [(command, run.communicate()[1]) for command, run in zip(commands, compiling) if run.wait()]
+        errors = [run.communicate()[1] for run in compiling]  # read while waiting: a full pipe would block
+        failures = [(command, error) for command, run, error in zip(commands, compiling, errors) if run.returncode]
         linked = Path(temp) / path.name
         link = [*_compiler(), *FLAGS, *map(str, objects), "-o", str(linked)]
         if not failures:
