@@ -19,6 +19,7 @@ import argparse
 import collections
 import gzip
 import json
+import os
 import re
 import sys
 import tempfile
@@ -32,6 +33,7 @@ import numpy as np
 from river import preprocessing
 
 import nctl
+from nctl import compilation
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from nctl.river import NCTLClassifier
@@ -167,6 +169,9 @@ def profile_summary(trace_dir: Path, steps: int, top: int, programs: dict) -> di
 
 
 def main() -> None:
+    # the stored programs that the default cache turns on run as calls of their exports, every one named
+    # "jit_call" in a profile; without them each program keeps its own name
+    os.environ.setdefault(compilation.CACHE_ENV, "off")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--window-steps", type=int, default=256)
