@@ -51,9 +51,12 @@ def in_place_order(state, cfg):
     """``state`` with each layer's blocks (and their stamps, in bounded mode) put in (slot, neuron,
     context) order for the live slots, zero where no block is held, whether a block is held in place of
     the block ids, and without the free stacks: the same whether a layer keeps its blocks in a
-    free-stack arena or at fixed places (docs/algorithm.md §6.2)."""
+    free-stack arena or at fixed places (docs/algorithm.md §6.2). In bounded mode only the current lanes
+    are kept (a member, and filled since the member took the lane, §6.6): the others are never read and
+    hold whatever their storage held before, which depends on the layout."""
     live = np.arange(cfg.slots) < int(state.schedule.size)
     block_of = np.where(live[None, :, None, None], np.asarray(state.nets.slots.block_of), -1)  # [nets, S, N, C]
+    bounded = state.nets.arena.stamps is not None
 
     def ordered(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
         out = []
@@ -67,8 +70,17 @@ def in_place_order(state, cfg):
 
     nets = state.nets.with_arena(blocks=ordered(state.nets.arena.blocks), free=None, n_free=None)
     nets = nets.with_slots(block_of=block_of >= 0)
-    if nets.arena.stamps is not None:
-        nets = nets.with_arena(stamps=ordered(nets.arena.stamps))
+    if bounded:
+        stamps, blocks = [], []
+        for shape, stamp, rows in zip(cfg.layers, ordered(nets.arena.stamps), nets.arena.blocks):
+            cols = slice(shape.offset, shape.offset + shape.neurons)
+            member = np.asarray(state.nets.slots.lanes)[:, :, cols, None, :]  # [nets, S, N_i, 1, W]
+            since = np.asarray(state.nets.slots.lane_since)[:, :, cols, None, :]
+            held = (block_of[:, :, cols] >= 0)[..., None]
+            current = (held & (member >= 0) & (stamp.reshape(held.shape[:4] + (-1,)) >= since)).reshape(stamp.shape)
+            stamps.append(np.where(current, stamp, -1))
+            blocks.append(np.where(current[..., None], rows, 0))
+        nets = nets.with_arena(blocks=tuple(blocks), stamps=tuple(stamps))
     return state._replace(nets=nets)
 
 
