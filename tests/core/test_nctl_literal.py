@@ -146,6 +146,7 @@ def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
         monkeypatch.setattr(config, "SLOT_CHUNK", 3)
     if code_path == "free stacks":
         monkeypatch.setattr(config, "FIXED_BLOCKS_SLACK", 0.0)
+        monkeypatch.setattr(config, "FIXED_PLACES_SHARE", 0.0)
     n_features, kwargs = settings(case)
     learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
     if code_path in ("vectorised", "chunked"):

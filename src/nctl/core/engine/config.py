@@ -144,6 +144,8 @@ def block_bound(depth: int, contexts: int, chunk: int, neurons: int) -> int:
 
 FIXED_BLOCKS_SLACK = 1.125  # a layer keeps its blocks at fixed places when that takes at most this many times
 # the blocks its arena would hold at full depth (and that arena is sized at once): §6.2
+FIXED_PLACES_SHARE = 1 / 64  # or, sized at once or not, when its places add less than this share to the rows of
+# every layer's arena at full depth: the small layers behind a large first layer (§6.2)
 
 
 def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tuple,
@@ -153,7 +155,8 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
     (default ``max_depth``; ``learn`` enlarges them as a growing tree deepens) (§6.2, §6.5). Which
     layers keep their blocks at fixed places: ``fixed_blocks`` (one bool per layer), by default those
     where that costs at most ``FIXED_BLOCKS_SLACK`` times the arena's blocks at full depth, and that
-    arena is small enough to be sized at once."""
+    arena is small enough to be sized at once, and those whose places add less than
+    ``FIXED_PLACES_SHARE`` to the rows of all the layers' arenas at full depth."""
     pool = pool.validate()
     arena_depth = max_depth if arena_depth is None else min(arena_depth, max_depth)
     contexts = 2**context_bits
@@ -169,9 +172,11 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
                        record_rows or 0, arena_depth, tuple(shapes))
     if fixed_blocks is None:
         eager = lean_arena_depth(cfg, 0) == max_depth
-        fixed_blocks = [eager and cfg.slots * s.neurons * contexts
-                        <= FIXED_BLOCKS_SLACK * block_bound(max_depth, contexts, pool.min_segment, s.neurons)
-                        for s in shapes]
+        bounds = [block_bound(max_depth, contexts, pool.min_segment, s.neurons) for s in shapes]
+        all_rows = sum(bound * s.width for bound, s in zip(bounds, shapes))
+        fixed_blocks = [(eager and cfg.slots * s.neurons * contexts <= FIXED_BLOCKS_SLACK * bound)
+                        or (cfg.slots * s.neurons * contexts - bound) * s.width < FIXED_PLACES_SHARE * all_rows
+                        for s, bound in zip(shapes, bounds)]
     cfg = cfg._replace(layers=tuple(s._replace(fixed=True, blocks=cfg.slots * s.neurons * contexts) if fixed else s
                                     for s, fixed in zip(shapes, fixed_blocks)))
     return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
