@@ -22,7 +22,7 @@ import numpy as np
 
 import nctl
 from nctl.core import gln
-from nctl.evaluate.scores import accuracy
+from nctl.evaluate.scores import accuracy, log_loss_steps
 from nctl.evaluate.task_matrix import ADAPT_STEPS, adapted
 from nctl.inspect import boundaries
 from nctl.streams import permuted_mnist
@@ -35,9 +35,8 @@ TEST_IMAGES = 1000
 def network_log_loss(model: nctl.GLN, X, y) -> np.ndarray:
     """Each class network's mean log loss [classes] on its one-vs-all targets: its raw outputs, not the
     normalised class probabilities the learner returns."""
-    p = np.clip(np.asarray(gln.predict_many(model.state_, X, model.rows), np.float64), 1e-12, 1 - 1e-12)
-    x = (y[:, None] == np.arange(p.shape[1])).astype(np.float64)
-    return -np.mean(x * np.log(p) + (1 - x) * np.log1p(-p), axis=0)
+    p = np.asarray(gln.predict_many(model.state_, X, model.rows))
+    return np.array([np.mean(log_loss_steps(p[:, c], (y == c).astype(int))) for c in range(p.shape[1])])
 
 
 def main() -> None:

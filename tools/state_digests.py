@@ -56,7 +56,6 @@ def in_place_order(state, cfg):
     hold whatever their storage held before, which depends on the layout."""
     live = np.arange(cfg.slots) < int(state.schedule.size)
     block_of = np.where(live[None, :, None, None], np.asarray(state.nets.slots.block_of), -1)  # [nets, S, N, C]
-    bounded = state.nets.arena.stamps is not None
 
     def ordered(per_block):  # [nets, A, ...] of each layer -> [nets, S N_i C, ...]
         out = []
@@ -70,7 +69,7 @@ def in_place_order(state, cfg):
 
     nets = state.nets.with_arena(blocks=ordered(state.nets.arena.blocks), free=None, n_free=None)
     nets = nets.with_slots(block_of=block_of >= 0)
-    if bounded:
+    if state.nets.arena.stamps is not None:  # bounded mode
         stamps, blocks = [], []
         for shape, stamp, rows in zip(cfg.layers, ordered(nets.arena.stamps), nets.arena.blocks):
             cols = slice(shape.offset, shape.offset + shape.neurons)

@@ -174,9 +174,10 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         eager = lean_arena_depth(cfg, 0) == max_depth
         bounds = [block_bound(max_depth, contexts, pool.min_segment, s.neurons) for s in shapes]
         all_rows = sum(bound * s.width for bound, s in zip(bounds, shapes))
-        fixed_blocks = [(eager and cfg.slots * s.neurons * contexts <= FIXED_BLOCKS_SLACK * bound)
-                        or (cfg.slots * s.neurons * contexts - bound) * s.width < FIXED_PLACES_SHARE * all_rows
-                        for s, bound in zip(shapes, bounds)]
+        places = [cfg.slots * s.neurons * contexts for s in shapes]
+        fixed_blocks = [(eager and n <= FIXED_BLOCKS_SLACK * bound)
+                        or (n - bound) * s.width < FIXED_PLACES_SHARE * all_rows
+                        for s, n, bound in zip(shapes, places, bounds)]
     cfg = cfg._replace(layers=tuple(s._replace(fixed=True, blocks=cfg.slots * s.neurons * contexts) if fixed else s
                                     for s, fixed in zip(shapes, fixed_blocks)))
     return cfg if record_rows is not None else cfg._replace(record_rows=initial_record_rows(cfg))
