@@ -476,6 +476,45 @@ def test_arenas_that_grow_with_the_tree_learn_exactly_like_full_ones(monkeypatch
     np.testing.assert_array_equal(np.concatenate([first, rest]), expected)
 
 
+def test_reserved_arenas_are_sized_once_and_learn_exactly_like_growing_ones(monkeypatch):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (X[:, 0] * np.sign(np.arange(200) % 100 - 50) > 0).astype(int)
+    monkeypatch.setattr(engine.config, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine.config, "MIN_ARENA_DEPTH", 0)  # and small
+    monkeypatch.setattr(engine.driver, "enlarge_ahead", lambda *args: None)
+    growing = nctl.NCTL(**GROWING)
+    expected = growing.learn_many(X, y)
+    reserved = nctl.NCTL(**GROWING)
+    reserved.reserve(200)
+    first = reserved.learn_many(X[:10], y[:10])
+    sized = reserved.cfg_
+    rest = reserved.learn_many(X[10:], y[10:])
+    assert reserved.cfg_ == sized and sized.arena_depth == engine.lean_arena_depth(sized, 200)  # never enlarged
+    assert sized.arena_depth < sized.max_depth  # room for the stream asked for, not for 2^max_depth steps
+    np.testing.assert_array_equal(np.concatenate([first, rest]), expected)
+    twin = nctl.NCTL(**GROWING)
+    twin.reserve(200)
+    twin = twin.copy()  # a copy made before the first example keeps the reservation
+    twin.learn_many(X[:10], y[:10])
+    assert twin.cfg_ == sized
+    # reserved once the state exists: enlarged at once
+    late = nctl.NCTL(**GROWING)
+    first = late.learn_many(X[:10], y[:10])
+    start = late.cfg_.arena_depth
+    late.copy().reserve(200)
+    assert late.cfg_.arena_depth == start  # the copy's reservation leaves this learner alone
+    late.reserve(200)
+    assert start < late.cfg_.arena_depth == sized.arena_depth
+    rest = late.learn_many(X[10:], y[10:])
+    assert late.cfg_.arena_depth == sized.arena_depth
+    np.testing.assert_array_equal(np.concatenate([first, rest]), expected)
+    for bad in (-1, 2.5, True, "200"):
+        with pytest.raises(ValueError, match=r"reserve: n_steps must be an integer >= 0, got"):
+            late.reserve(bad)
+    assert late.cfg_.arena_depth == sized.arena_depth and late.t_ == 200
+
+
 def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overrides():
     from nctl.experiments import configs
 

@@ -172,6 +172,8 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
         check_memory(name, learner, stream.n_features, adapt=evaluate.ADAPT50 in exp.variants)
+        if hasattr(learner, "reserve"):  # a growing state sized once for the stream: never copied to grow
+            learner.reserve(len(stream))
         protocol = dict(eval_every=exp.eval_every, max_test=exp.max_test, seed=seed)
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),

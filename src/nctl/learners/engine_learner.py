@@ -10,6 +10,7 @@ from functools import partial
 import jax
 import numpy as np
 
+from nctl import memory
 from nctl.core import engine, tree
 from nctl.core.pool import PoolConfig
 from nctl.learners.base import bytes_of
@@ -24,6 +25,7 @@ class EngineLearner:
     of its neurons."""
 
     _memory_remedy = "lower context_bits, layer_sizes or pool_size, or give the process more memory"
+    _reserved_steps = 0  # a growing tree's arenas hold at least this many steps (``reserve``)
 
     def _pool_config(self) -> PoolConfig:
         return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),
@@ -35,7 +37,8 @@ class EngineLearner:
                       fixed_blocks: tuple | None = None) -> engine.EngineConfig:
         """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6): room for
         a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
-        small and grow with it (``engine.lean_arena_depth``) unless ``full``; the layers with fixed
+        small, or sized for the steps ``reserve`` asked for, and grow with it (``engine.lean_arena_depth``)
+        unless ``full``; the layers with fixed
         blocks are ``fixed_blocks``, by default the engine's choice (``engine.configure``)."""
         rows = self.rows
         if max_depth is None:
@@ -44,7 +47,7 @@ class EngineLearner:
                                tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth,
                                fixed_blocks)
         if self.depth is None and arena_depth is None and not full:
-            cfg = engine.configured(cfg, arena_depth=engine.lean_arena_depth(cfg, 0))
+            cfg = engine.configured(cfg, arena_depth=engine.lean_arena_depth(cfg, self._reserved_steps))
         return cfg
 
     @property
@@ -58,7 +61,7 @@ class EngineLearner:
         self._cfg = cfg
 
     def _first_state_bytes(self, n_features: int) -> int:
-        return self.state_bytes(n_features, n_steps=0)  # a growing tree's arenas grow later
+        return self.state_bytes(n_features, n_steps=self._reserved_steps)  # a growing tree's arenas grow later
 
     def state_bytes(self, n_features: int, n_steps: int | None = None) -> int:
         """Bytes of the largest state this learner reaches for ``n_features`` inputs on a stream of
@@ -78,8 +81,34 @@ class EngineLearner:
         return self._fresh_state(n_features, self.cfg_)
 
     def _copy_extra(self, twin) -> None:
+        twin._reserved_steps = self._reserved_steps
         if self.state_ is not None:
             twin.cfg_ = self.cfg_
+
+    def reserve(self, n_steps: int) -> None:
+        """Room for a stream of ``n_steps`` steps in all (those learned included), made now, or with the
+        state at the first example, rather than as the stream gets there (docs/algorithm.md §6.2): a
+        growing tree's block arenas are enlarged by copies, each holding the old and the new arenas at
+        once, so a caller that knows its stream's length sizes them once and its memory peaks at the
+        state itself. Predictions do not change. A fixed ``depth`` sizes the arenas for ``2^depth`` steps
+        at once already; a growing tree's room stops at ``2^20`` steps (``DEFAULT_MAX_DEPTH``)."""
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+            raise ValueError(f"reserve: n_steps must be an integer >= 0, got {n_steps!r}")
+        if self._forked:
+            raise RuntimeError("reserve inside fork(): a fork gives the state back as it was; reserve after the "
+                               "with block")
+        wanted = max(self._reserved_steps, int(n_steps))
+        if self.state_ is not None and self.depth is None:
+            grown = engine.lean_arena_depth(self.cfg_, wanted)
+            if grown > self.cfg_.arena_depth:
+                what = f"{type(self).__name__} reserving {wanted} steps"
+                needed = self.state_bytes(self.n_features_, n_steps=wanted)
+                memory.check_fits(what, needed, self._memory_remedy)
+                with memory.allocation(what, needed, self._memory_remedy):
+                    state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
+                    jax.block_until_ready(state)
+                self.state_, self.cfg_ = state, cfg
+        self._reserved_steps = wanted
 
     # -- learning and predicting
 

@@ -13,7 +13,8 @@ contract:
 * ``predict(state, cfg, X)``: frozen predictions; the state never changes;
 * ``learn_then_predict(state, cfg, X, Y, z)``: ``learn``, then ``predict`` of one row, in one compiled
   call where possible (the river path, §6.9);
-* ``journal(state, cfg, X)`` and ``undo(state, journal)``: learn a few rows and give the state back (forks).
+* ``journal(state, cfg, X)`` and ``undo(state, journal)``: learn a few rows and give the state back (forks);
+* ``reserve(state, cfg, n_steps)``: a growing tree's arenas sized now for its first ``n_steps`` steps.
 
 The state is always *prepared*: the boundary of the next step (closing segments, pool updates,
 pruning, the restart) has been processed at the end of the step before (§4.2), so predicting is a
@@ -48,10 +49,11 @@ from nctl.core.engine.ahead import finish_compiling
 from nctl.core.engine.config import (
     LEARN_BLOCK, PREDICT_BLOCK, EngineConfig, configure, configured, lean_arena_depth, max_depth_for,
 )
-from nctl.core.engine.driver import learn, learn_then_predict, pad_to_grown, predict
+from nctl.core.engine.driver import learn, learn_then_predict, pad_to_grown, predict, reserve
 from nctl.core.engine.forks import Journal, journal, undo
 from nctl.core.engine.state import Net, Records, State, gates, init, with_record_contexts
 
 __all__ = ["EngineConfig", "Journal", "LEARN_BLOCK", "Net", "PREDICT_BLOCK", "Records", "State", "configure",
            "configured", "finish_compiling", "gates", "init", "journal", "lean_arena_depth", "learn",
-           "learn_then_predict", "max_depth_for", "pad_to_grown", "predict", "undo", "with_record_contexts"]
+           "learn_then_predict", "max_depth_for", "pad_to_grown", "predict", "reserve", "undo",
+           "with_record_contexts"]

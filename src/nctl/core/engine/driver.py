@@ -95,6 +95,16 @@ def enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     return resize_program(state, cfg, new), new
 
 
+def reserve(state: State, cfg: EngineConfig, n_steps: int):
+    """``(state, cfg)`` with block arenas that hold a growing tree's first ``n_steps`` steps (§6.2): enlarged
+    now where they are smaller, instead of when the stream gets there. Nothing the learner computes
+    changes."""
+    depth = lean_arena_depth(cfg, n_steps)
+    if depth <= cfg.arena_depth:
+        return state, cfg
+    return enlarge(state, cfg, cfg._replace(arena_depth=depth))
+
+
 def predict(state: State, cfg: EngineConfig, X) -> np.ndarray:
     """Frozen predictions [n, classes] of the next step for the rows of ``X`` [n, d]."""
     out = []
