@@ -329,24 +329,43 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
     assert_same_learner(forked, plain)
 
 
-def test_a_fork_is_a_copy_where_its_boundaries_could_run_the_record_arena_short(monkeypatch):
+def test_a_fork_whose_boundaries_run_the_record_arena_short_puts_the_old_arena_back(monkeypatch):
     """A pool boundary reserves the record rows of the next P steps; where the arena might not have them
-    (fewer than (boundaries + 1) P rows unheld) the fork's rows could enlarge it, and with it the block
-    arenas where their enlargement is near, which a journal of the old shapes cannot undo: the fork is
-    then a copy (§6.5, §6.7)."""
+    (fewer than (boundaries + 1) P rows unheld) the fork's rows may double it. The journal holds the
+    record arrays and undo puts them back, shapes and all; only where a growing tree's block arenas
+    could be enlarged with them is the fork a copy (§6.5, §6.7)."""
     monkeypatch.setattr(engine.config, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 60 rows
     X, y = stream_arrays(300)
     make = lambda: nctl.NCTL(**SMALL_NCTL)
     forked, plain = make(), make()
     rows = forked.engine_config(X.shape[1]).record_rows
-    journaled = []
+    journaled, doubled = [], []
     for t in range(0, 70, 7):
         np.testing.assert_array_equal(forked.learn_many(X[t:t + 7], y[t:t + 7]), plain.learn_many(X[t:t + 7], y[t:t + 7]))
+        held = forked.cfg_.record_rows
+        copy = forked.copy()
+        copy.learn_many(X[200 + t:207 + t], y[200 + t:207 + t])
         with forked.fork(X[200 + t:207 + t], y[200 + t:207 + t]) as adapted:
             journaled.append(adapted is forked)
-    assert not all(journaled) and any(journaled) and plain.cfg_.record_rows > rows
+            doubled.append(adapted.cfg_.record_rows > held)
+            np.testing.assert_array_equal(adapted.predict_proba_many(X[280:290]), copy.predict_proba_many(X[280:290]))
+        assert forked.cfg_.record_rows == held
+    assert all(journaled) and any(doubled) and plain.cfg_.record_rows > rows
     np.testing.assert_array_equal(forked.learn_many(X[70:170], y[70:170]), plain.learn_many(X[70:170], y[70:170]))
     assert_same_learner(forked, plain)
+    # a growing tree whose block arenas are not at full depth: a doubled record arena may take them along
+    monkeypatch.setattr(engine.config, "EAGER_ARENA_BYTES", 0)  # every arena starts lean
+    monkeypatch.setattr(engine.config, "MIN_ARENA_DEPTH", 0)  # and small
+    monkeypatch.setattr(engine.driver, "enlarge_ahead", lambda *args: None)
+    X, y = stream_arrays(50, n_features=3)
+    growing = nctl.NCTL(**GROWING)
+    growing.learn_many(X[:3], y[:3])
+    assert growing.cfg_.arena_depth < growing.cfg_.max_depth
+    with growing.fork(X[40:43], y[40:43]) as adapted:
+        assert adapted is growing  # the record arena has room: a journal
+    monkeypatch.setattr(engine.forks, "unheld_records", lambda state, cfg: 0)  # every boundary may run short
+    with growing.fork(X[40:43], y[40:43]) as adapted:
+        assert adapted is not growing
 
 
 def test_candidate_contexts_hold_the_engines_contexts_and_both_sides_of_a_gate_on_its_threshold():

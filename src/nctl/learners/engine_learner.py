@@ -138,7 +138,7 @@ class EngineLearner:
         """``OnlineLearner.fork``: the rows are learned by this learner itself, and what they overwrite
         is kept in a journal and put back on leaving the block (docs/algorithm.md §6.7), so a fork costs
         what its rows touch, not a copy of the learner; where a journal cannot serve (the rows would
-        enlarge the learner), the fork is a copy."""
+        deepen the tree or enlarge a block arena), the fork is a copy."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
         kept = engine.journal(self._state, self._cfg, X) if len(X) else None

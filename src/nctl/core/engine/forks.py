@@ -32,14 +32,17 @@ GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d 
 
 def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
     """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
-    after it; None where learning the rows must be done on a copy instead: where they would enlarge an
-    arena."""
+    after it; None where learning the rows must be done on a copy instead: where they would enlarge the
+    tree or a block arena."""
     T, n = int(state.schedule.t), X.shape[0]
     boundaries = (T + n - 1) // cfg.chunk - (T - 1) // cfg.chunk  # steps t = 0 mod P among the rows
     grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
     # a boundary reserves P record rows that no reservoir holds, and its reservoirs hold no row but those
-    # held now and those written since: with (boundaries + 1) P rows unheld now, none runs short (§6.5)
-    if grows or (boundaries and int(unheld_records(state, cfg)) < (boundaries + 1) * cfg.chunk):
+    # held now and those written since: with (boundaries + 1) P rows unheld now, none runs short (§6.5).
+    # A record arena that may run short is doubled among the rows: the journal holds its arrays, and undo
+    # puts them back, shapes and all, but not block arenas that a growing tree enlarges with it
+    short = boundaries and int(unheld_records(state, cfg)) < (boundaries + 1) * cfg.chunk
+    if grows or (short and cfg.arena_depth < cfg.max_depth):
         return None
     nets = state.nets
     normals, offsets, block_of, size, popped = jax.device_get(
