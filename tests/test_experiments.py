@@ -26,6 +26,7 @@ TINY = {
     "permuted-mnist-deskewed-c256-bounded": PERMUTED_TINY,
     "permuted-mnist-c256-bounded": PERMUTED_TINY,
     "permuted-mnist-deskewed-c256-lr0.003-bounded": PERMUTED_TINY,
+    "permuted-mnist-deskewed-c512-lr0.003-bounded2": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},
@@ -46,7 +47,8 @@ REGRESSION = {name for name, exp in configs.EXPERIMENTS.items() if exp.kind == c
 VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "permuted-mnist",
             "permuted-mnist-deskewed": "permuted-mnist", "permuted-mnist-deskewed-c256-bounded": "permuted-mnist",
             "permuted-mnist-c256-bounded": "permuted-mnist",
-            "permuted-mnist-deskewed-c256-lr0.003-bounded": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
+            "permuted-mnist-deskewed-c256-lr0.003-bounded": "permuted-mnist",
+            "permuted-mnist-deskewed-c512-lr0.003-bounded2": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
 
 
 def test_every_experiment_has_a_tiny_setting():
