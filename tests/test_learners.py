@@ -534,6 +534,25 @@ def test_reserved_arenas_are_sized_once_and_learn_exactly_like_growing_ones(monk
     assert late.cfg_.arena_depth == sized.arena_depth and late.t_ == 200
 
 
+def test_an_enlargement_reuses_the_buffers_of_the_arrays_it_does_not_grow(recwarn):
+    """A doubled record arena (§6.5) grows the records' arrays only: every other array of the state
+    keeps its buffer (donated to the enlargement), so the process holds the state once, not twice."""
+    X, y = stream_arrays(60)
+    model, twin = nctl.NCTL(**SMALL_NCTL), nctl.NCTL(**SMALL_NCTL)
+    model.learn_many(X[:20], y[:20])
+    twin.learn_many(X[:20], y[:20])
+    state, cfg = model.state_, model.cfg_
+    blocks, pools = state.nets.arena.blocks[0], state.nets.arena.pool_rows[0]
+    pointers = (blocks.unsafe_buffer_pointer(), pools.unsafe_buffer_pointer())
+    grown, new = engine.driver.enlarge(state, cfg, cfg._replace(record_rows=2 * cfg.record_rows))
+    assert new.record_rows == grown.records.z.shape[0] == 2 * cfg.record_rows
+    assert (grown.nets.arena.blocks[0].unsafe_buffer_pointer(), grown.nets.arena.pool_rows[0].unsafe_buffer_pointer()) \
+        == pointers and blocks.is_deleted()
+    assert not [w for w in recwarn if "donated" in str(w.message)]
+    model.state_, model.cfg_ = grown, new
+    np.testing.assert_array_equal(model.learn_many(X[20:], y[20:]), twin.learn_many(X[20:], y[20:]))
+
+
 def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overrides():
     from nctl.experiments import configs
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from nctl.core.engine.compiled import Observe, learn_block, pool_boundary, predict_rows, resize_program, run_steps
+from nctl.core.engine.compiled import Observe, learn_block, lower_resize, pool_boundary, predict_rows, run_steps
 from nctl.core.engine.config import EngineConfig, configured, enlargement_near, lean_arena_depth
 from nctl.core.engine.state import State
 
@@ -137,7 +137,7 @@ def _compile_enlargement(shapes, cfg: EngineConfig, new: EngineConfig, n_feature
                          one_row: bool):
     """Compile the enlargement from ``cfg`` to ``new`` and ``new``'s programs: the steps (as ``learn``
     calls them), the boundary and, for a stream learned one row at a time, the one-row prediction."""
-    grown = resize_program.lower(shapes, cfg, new).compile().out_info
+    grown = lower_resize(shapes, cfg, new).compile().out_info
     Z, labels, n = learn_block(np.zeros((1, n_features), np.float32), np.zeros(1), 0, new)
     run_steps.lower(grown, Z, labels, n, new, observe, Z[0], True).compile()
     for ahead in programs_ahead(grown, new, one_row):

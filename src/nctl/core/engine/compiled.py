@@ -110,7 +110,38 @@ def predict_rows(state: State, Z, n, cfg: EngineConfig):
     return jax.lax.fori_loop(0, n, lambda i, out: out.at[i].set(predict_row(state, Z[i], cfg)), out)
 
 
-resize_program = programs.jit(resize, static_argnums=(1, 2))
+def _resize_parts(kept: tuple, grown: tuple, layout: tuple, old: EngineConfig, new: EngineConfig) -> State:
+    """``resize`` of the state whose leaves are ``kept`` (those that keep their shape) and ``grown``
+    (the others), merged in the order of ``layout = (treedef, grows)``."""
+    treedef, grows = layout
+    kept_leaves, grown_leaves = iter(kept), iter(grown)
+    state = jax.tree.unflatten(treedef, [next(grown_leaves) if g else next(kept_leaves) for g in grows])
+    return resize(state, old, new)
+
+
+# the leaves that keep their shape are donated: their buffers become the enlarged state's, so an
+# enlargement holds the state once, plus the arrays it grows (and XLA is told of no donation it cannot use)
+_resize_program = programs.jit(_resize_parts, static_argnums=(2, 3, 4), donate_argnums=(0,))
+
+
+def _resize_arguments(state, old: EngineConfig, new: EngineConfig) -> tuple:
+    """``_resize_program``'s arguments for ``state`` (arrays, or shapes to lower for)."""
+    leaves, treedef = jax.tree.flatten(state)
+    enlarged = jax.tree.leaves(jax.eval_shape(lambda s: resize(s, old, new), state))
+    grows = tuple(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(leaves, enlarged))
+    return (tuple(a for a, g in zip(leaves, grows) if not g), tuple(a for a, g in zip(leaves, grows) if g),
+            (treedef, grows), old, new)
+
+
+def resize_state(state: State, old: EngineConfig, new: EngineConfig) -> State:
+    """``resize`` as one compiled program that reuses the buffers of the arrays it does not enlarge;
+    ``state`` is consumed (§6.2, §6.5)."""
+    return _resize_program(*_resize_arguments(state, old, new))
+
+
+def lower_resize(shapes, old: EngineConfig, new: EngineConfig):
+    """``resize_state``'s program lowered for a state of ``shapes`` (compiled ahead, §6.8)."""
+    return _resize_program.lower(*_resize_arguments(shapes, old, new))
 
 
 def learn_block(X, Y, start: int, cfg: EngineConfig):

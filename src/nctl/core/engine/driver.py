@@ -11,7 +11,7 @@ from nctl.core.engine.ahead import (
     RECORDS_LOW, boundary_program, claim_enlargement, doubled_records, enlarge_ahead, next_arena_enlargement,
     programs_ahead,
 )
-from nctl.core.engine.compiled import Observe, learn_block, predict_rows, resize_program, run_steps, unpack
+from nctl.core.engine.compiled import Observe, learn_block, predict_rows, resize_state, run_steps, unpack
 from nctl.core.engine.config import (
     EngineConfig, PREDICT_BLOCK, arenas_outgrown, configured, enlargement_near, lean_arena_depth,
 )
@@ -92,7 +92,7 @@ def enlarge(state: State, cfg: EngineConfig, wanted: EngineConfig):
     ahead = claim_enlargement(cfg, new)
     if ahead is not None:  # compiling in the background: wait for it rather than compile it a second time
         ahead.finish()  # (had it failed, the calls below compile, and raise, on this thread)
-    return resize_program(state, cfg, new), new
+    return resize_state(state, cfg, new), new
 
 
 def reserve(state: State, cfg: EngineConfig, n_steps: int):
