@@ -38,8 +38,8 @@ class EngineLearner:
         """The engine of this learner for ``n_features`` inputs (sizes: docs/algorithm.md §6): room for
         a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
         small, or sized for the steps ``reserve`` asked for, and grow with it (``engine.lean_arena_depth``)
-        unless ``full``; the layers with fixed
-        blocks are ``fixed_blocks``, by default the engine's choice (``engine.configure``)."""
+        unless ``full``; the layers with fixed blocks are ``fixed_blocks``, by default the engine's choice
+        (``engine.configure``)."""
         rows = self.rows
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
