@@ -139,6 +139,15 @@ def _regression(name: str, stream: str, description: str, **stream_args) -> Expe
                       curve_points=100)
 
 
+def _permuted_bounded(name: str, description: str, deskewed: bool, trained_members: int, **network) -> Experiment:
+    """A full-protocol Permuted MNIST run of the GLN and bounded NCTL (``trained_members``) with the paper's
+    network changed by ``network`` (context bits, learning rate), on deskewed digits or plain pixels."""
+    stream_args = {"stream_args": {"deskewed": True, "z_clip": 3.0}} if deskewed else {}
+    return Experiment(name, TASK_MATRIX, description, stream="permuted_mnist", **stream_args, learners=("gln", "nctl"),
+                      network={**PERMUTED_NETWORK, **network}, seeds=3, max_test=1000, anchors=PERMUTED_ANCHORS,
+                      nctl={**LONG_TASK_POOL, "trained_members": trained_members})
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in [
@@ -178,37 +187,25 @@ EXPERIMENTS: dict[str, Experiment] = {
             network=dict(PERMUTED_NETWORK), seeds=1, max_test=1000, anchors=PERMUTED_ANCHORS,
             nctl=dict(LONG_TASK_POOL),
         ),
-        Experiment(
-            "permuted-mnist-deskewed-c256-bounded", TASK_MATRIX,
+        _permuted_bounded(
+            "permuted-mnist-deskewed-c256-bounded",
             "Permuted MNIST at the full protocol on deskewed digits, 2^8 contexts, bounded mode (4 trained members)",
-            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln", "nctl"),
-            network={**PERMUTED_NETWORK, "context_bits": 8}, seeds=3, max_test=1000, anchors=PERMUTED_ANCHORS,
-            nctl={**LONG_TASK_POOL, "trained_members": 4},
-        ),
-        Experiment(
-            "permuted-mnist-deskewed-c256-lr0.003-bounded", TASK_MATRIX,
+            deskewed=True, trained_members=4, context_bits=8),
+        _permuted_bounded(
+            "permuted-mnist-deskewed-c256-lr0.003-bounded",
             "Permuted MNIST at the full protocol on deskewed digits, 2^8 contexts, lr 0.003 (each task learned to "
             "95.9% by the GLN), bounded mode (4 trained members)",
-            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln", "nctl"),
-            network={**PERMUTED_NETWORK, "context_bits": 8, "learning_rate": 0.003}, seeds=3, max_test=1000,
-            anchors=PERMUTED_ANCHORS, nctl={**LONG_TASK_POOL, "trained_members": 4},
-        ),
-        Experiment(
-            "permuted-mnist-deskewed-c512-lr0.003-bounded2", TASK_MATRIX,
+            deskewed=True, trained_members=4, context_bits=8, learning_rate=0.003),
+        _permuted_bounded(
+            "permuted-mnist-deskewed-c512-lr0.003-bounded2",
             "Permuted MNIST at the full protocol on deskewed digits, 2^9 contexts, lr 0.003 (each task learned to "
             "96.0% by the GLN, which forgets 1.5 points), bounded mode (2 trained members)",
-            stream="permuted_mnist", stream_args={"deskewed": True, "z_clip": 3.0}, learners=("gln", "nctl"),
-            network={**PERMUTED_NETWORK, "context_bits": 9, "learning_rate": 0.003}, seeds=3, max_test=1000,
-            anchors=PERMUTED_ANCHORS, nctl={**LONG_TASK_POOL, "trained_members": 2},
-        ),
-        Experiment(
-            "permuted-mnist-c256-bounded", TASK_MATRIX,
+            deskewed=True, trained_members=2, context_bits=9, learning_rate=0.003),
+        _permuted_bounded(
+            "permuted-mnist-c256-bounded",
             "Permuted MNIST at the full protocol on plain pixels, 2^8 contexts, lr 0.01 (its GLN's best), bounded "
             "mode (4 trained members)",
-            stream="permuted_mnist", learners=("gln", "nctl"),
-            network={**PERMUTED_NETWORK, "context_bits": 8, "learning_rate": 0.01}, seeds=3, max_test=1000,
-            anchors=PERMUTED_ANCHORS, nctl={**LONG_TASK_POOL, "trained_members": 4},
-        ),
+            deskewed=False, trained_members=4, context_bits=8, learning_rate=0.01),
         Experiment(
             "permuted-mnist-reduced", TASK_MATRIX,
             "Permuted MNIST, 10 tasks x 1,000 examples: a reduced variant, not the paper's protocol",

@@ -4,7 +4,7 @@ enlargement of a state (docs/algorithm.md §6.8, §6.9).
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 import jax
@@ -127,10 +127,18 @@ _resize_program = programs.jit(_resize_parts, static_argnums=(2, 3, 4), donate_a
 def _resize_arguments(state, old: EngineConfig, new: EngineConfig) -> tuple:
     """``_resize_program``'s arguments for ``state`` (arrays, or shapes to lower for)."""
     leaves, treedef = jax.tree.flatten(state)
-    enlarged = jax.tree.leaves(jax.eval_shape(lambda s: resize(s, old, new), state))
-    grows = tuple(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(leaves, enlarged))
+    grows = _growing_leaves(old, new, treedef, tuple((a.shape, a.dtype) for a in leaves))
     return (tuple(a for a, g in zip(leaves, grows) if not g), tuple(a for a, g in zip(leaves, grows) if g),
             (treedef, grows), old, new)
+
+
+@lru_cache(maxsize=16)
+def _growing_leaves(old: EngineConfig, new: EngineConfig, treedef, kinds: tuple) -> tuple:
+    """Which leaves of a state of ``treedef`` and ``kinds`` (shape, dtype) ``resize`` enlarges: traced
+    once per enlargement, whether compiled ahead or not."""
+    state = jax.tree.unflatten(treedef, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in kinds])
+    enlarged = jax.tree.leaves(jax.eval_shape(lambda s: resize(s, old, new), state))
+    return tuple((shape, dtype) != (b.shape, b.dtype) for (shape, dtype), b in zip(kinds, enlarged))
 
 
 def resize_state(state: State, old: EngineConfig, new: EngineConfig) -> State:
