@@ -553,6 +553,18 @@ def test_an_enlargement_reuses_the_buffers_of_the_arrays_it_does_not_grow(recwar
     np.testing.assert_array_equal(model.learn_many(X[20:], y[20:]), twin.learn_many(X[20:], y[20:]))
 
 
+def test_a_boundary_writes_a_winner_one_neuron_at_a_time():
+    """A winner goes into its pool cell one neuron at a time (§6.3): the boundary program's scratch
+    memory is less than one layer's rows at every context (which the process would otherwise allocate,
+    and fault in, at every boundary)."""
+    X, y = stream_arrays(20, n_features=200)
+    model = nctl.NCTL(layer_sizes=(16, 1), context_bits=6, pool_size=3, min_segment=8, reservoir_size=8, depth=9)
+    model.learn_many(X[:10], y[:10])
+    program = engine.compiled.pool_boundary.lower(model.state_, model.cfg_).compile()
+    layer_rows = 16 * 2 ** 6 * 201 * 4  # N_i x C x (inputs + bias) x 4 B
+    assert program.memory_analysis().temp_size_in_bytes < layer_rows
+
+
 def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overrides():
     from nctl.experiments import configs
 

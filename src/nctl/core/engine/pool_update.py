@@ -14,6 +14,7 @@ learned and before the closed slots are popped. Per class network and neuron it:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -160,17 +161,12 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     net = detach(net, writes, target, kept, cfg)
     neurons = jnp.arange(cfg.neurons)
     slot, winner = pending.slot[q], pending.winner[q]
-    E, C = cfg.entries, cfg.contexts
     pool_rows = list(net.arena.pool_rows)
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
-        local = jnp.arange(shape.neurons)
-        values = member_weights(net, layer, cfg, slot, winner[cols][:, None], local[:, None],
-                                       jnp.arange(C)[None, :])  # [N_i, C, w]
-        # one update per neuron, its C rows at once: where a scatter becomes a loop (XLA:CPU's older
-        # emitters, the boundary's), a loop over N_i neurons rather than N_i C rows
-        entry = jnp.where(writes[cols], target[cols], E)  # E: out of range, dropped
-        pool_rows[layer] = pool_rows[layer].at[local, :, entry].set(values, mode="drop", unique_indices=True)
+        entry = jnp.where(writes[cols], target[cols], cfg.entries)  # out of range: dropped
+        write_neuron = partial(_write_neuron, net, layer, slot, winner[cols], entry, cfg)
+        pool_rows[layer] = jax.lax.fori_loop(0, shape.neurons, write_neuron, pool_rows[layer])
     at = (jnp.where(writes, target, cfg.entries), neurons)
     put = lambda a, v: a.at[at].set(v, mode="drop")
     return net.with_arena(pool_rows=tuple(pool_rows)).with_pool(
@@ -180,6 +176,17 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
         born=put(net.pool.born, pending.born[q]),
         lineage=jax.tree.map(lambda a, v: put(a, v[q]), net.pool.lineage, pending.lineage),
     )
+
+
+def _write_neuron(net: Net, layer: int, slot, winner, entry, cfg: EngineConfig, i, rows):
+    """Neuron ``i``'s rows of member ``winner[i]`` of ``slot`` at every context into cell ``entry[i]`` of
+    ``rows``, the layer's pool rows (§6.3): one neuron's C rows are in flight, not the layer's. They are
+    read from ``rows``, which differs from the pool only at the neurons already written; reading the
+    pool from before the loop would make XLA keep it, a copy of every cell."""
+    current = tuple(rows if j == layer else r for j, r in enumerate(net.arena.pool_rows))
+    values = member_weights(net.with_arena(pool_rows=current), layer, cfg, slot, winner[i], i,
+                            jnp.arange(cfg.contexts))  # [C, w]
+    return rows.at[i, :, entry[i]].set(values, mode="drop")
 
 
 def detach(net: Net, writes, target, kept, cfg: EngineConfig) -> Net:
