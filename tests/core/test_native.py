@@ -24,6 +24,8 @@ ROWS = GGMRows(learning_rate=0.05, max_weight=1.5, weight_init="uniform")
 B, W, K, S, N, C, E = 40, 3, 37, 5, 4, 3, 4  # K not a multiple of the kernel's 16 partial sums
 # a layer of 2^18 products (8 slots x 16 neurons x 4 lanes x 512 weights): spread over the intra-op threads
 LARGE = dict(B=160, W=4, K=512, S=8, N=16)
+# threaded too, with 91 (slot, neuron) items: the threads' runs of consecutive items end in a short one
+UNEVEN = dict(B=120, W=4, K=768, S=7, N=13)
 
 
 def case(seed=0, size=3, B=B, W=W, K=K, S=S, N=N):
@@ -70,7 +72,8 @@ def predict(*args):
     return native.ggm_rows(*args, rows=ROWS, learn=False)[1]
 
 
-@pytest.mark.parametrize("shape", [{}, LARGE], ids=["small, on the calling thread", "large, threaded"])
+@pytest.mark.parametrize("shape", [{}, LARGE, UNEVEN],
+                         ids=["small, on the calling thread", "large, threaded", "threaded, a short last run"])
 def test_the_kernel_trains_the_live_rows_by_the_rule(shape):
     args = case(size=3, **shape)
     want_blocks, want_q = reference(*args)
@@ -132,6 +135,22 @@ def test_pool_entries_are_predicted_in_place_as_gathered_rows_are():
         assert np.array_equal(np.asarray(got[g]), np.asarray(jax.jit(gathered)(pools[g], nets_contexts[g])))
         want = 1 / (1 + np.exp(-(pools[g][np.arange(N), nets_contexts[g]].astype(np.float64) @ u)))
         np.testing.assert_allclose(np.asarray(got[g]), np.clip(want, ROWS.prob_eps, 1 - ROWS.prob_eps), rtol=1e-5)
+
+
+def test_many_neurons_pool_entries_are_predicted_by_the_threads_as_gathered_rows_are():
+    """Enough entries to share the neurons out among the intra-op threads (2 x 13 neurons, 7 entries of
+    1,500 weights: runs of neurons that end in a short one, four rows at a time and then three)."""
+    rng = np.random.default_rng(8)
+    pools = rng.normal(0, 0.05, (2, 13, 3, 7, 1500)).astype(np.float32)
+    contexts = rng.integers(0, 3, (2, 13)).astype(np.int32)
+    u = rng.normal(0, 1, 1500).astype(np.float32)
+    got = jax.jit(jax.vmap(lambda p, c: native.entry_predictions(p, c, jnp.asarray(u), ROWS.prob_eps)))(pools, contexts)
+    for g in range(2):
+        rows = pools[g][np.arange(13), contexts[g]]
+        gathered = jax.jit(lambda r: native.row_predictions(r, jnp.asarray(u), ROWS.prob_eps))(rows)
+        assert np.array_equal(np.asarray(got[g]), np.asarray(gathered))
+        want = np.clip(1 / (1 + np.exp(-(rows.astype(np.float64) @ u))), ROWS.prob_eps, 1 - ROWS.prob_eps)
+        np.testing.assert_allclose(np.asarray(got[g]), want, rtol=1e-5)
 
 
 def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():

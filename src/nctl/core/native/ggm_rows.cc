@@ -30,6 +30,10 @@ namespace {
 
 constexpr int kAccumulators = 16;  // independent partial sums of a dot product: the compiler vectorises them
 constexpr int64_t kThreadedProducts = 1 << 18;  // fewer multiply-adds than this run on the calling thread
+constexpr int64_t kItemsPerRun = 8;  // (slot, neuron) items a thread takes at once when training rows
+constexpr int64_t kRowsAhead = 2;  // a row's lines are asked for while the row this many before it is trained
+constexpr int64_t kSmallBlock = 1024;  // a block of fewer floats is asked for kSmallAhead items before its turn:
+constexpr int64_t kSmallAhead = 8;  // its rows are too short to hide the wait for the next one behind
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NCTL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -71,13 +75,18 @@ typedef float Partials __attribute__((vector_size(kAccumulators * sizeof(float))
 // Predict of `n` rows on the same u at once: their partial sums are n independent chains of additions,
 // which the processor overlaps where one row's chain waits on each addition; each row is summed in
 // SumProducts' order (the same bits).
+// Where `ahead` is given, the cache lines of the n rows of k floats that follow it are asked for along the
+// way (the rows predicted next, where rows lie one after another).
 template <int n>
-NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64_t k, float eps, float* q) {
+NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64_t k, float eps, float* q,
+                                 const float* ahead = nullptr) {
   float total[n] = {};
   int64_t i = 0;
   if (k >= kAccumulators) {
     Partials partial[n] = {};
     for (; i + kAccumulators <= k; i += kAccumulators) {
+      if (ahead)
+        for (int r = 0; r < n; ++r) __builtin_prefetch(ahead + r * k + i, 0, 3);
       Partials x;
       std::memcpy(&x, u + i, sizeof x);
       for (int r = 0; r < n; ++r) {
@@ -95,15 +104,26 @@ NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64
   }
 }
 
-// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time.
-NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, float eps, float* q) {
+// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time. Where `next` is given, the rows
+// lie one after another and `next` is the row after the last, whose next rows are predicted next.
+NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, float eps, float* q,
+                             const float* next = nullptr) {
   int64_t r = 0;
-  for (; r + 4 <= count; r += 4) PredictTogether<4>(rows + r, u, k, eps, q + r);
+  for (; r + 4 <= count; r += 4)
+    PredictTogether<4>(rows + r, u, k, eps, q + r, next ? (r + 8 <= count ? rows[r + 4] : next) : nullptr);
   switch (count - r) {
     case 3: PredictTogether<3>(rows + r, u, k, eps, q + r); break;
     case 2: PredictTogether<2>(rows + r, u, k, eps, q + r); break;
     case 1: PredictTogether<1>(rows + r, u, k, eps, q + r); break;
   }
+}
+
+// Ask for the cache lines of the row of `k` floats at `row` (none where null): blocks lie anywhere in
+// their arena, and the processor's own prefetcher does not cross into a row's next page.
+NCTL_INLINE void Prefetch(const float* row, int64_t k) {
+  if (!row) return;
+  constexpr int64_t kLine = 64 / sizeof(float);
+  for (int64_t i = 0; i < k; i += kLine) __builtin_prefetch(row + i, 1, 3);
 }
 
 // The W lanes of one (net, slot, neuron) item, each row W x K apart from `block`'s first, or where
@@ -112,8 +132,10 @@ NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const floa
 // -bound, bound), step = rate (q - x). One call per item: the products and updates inline.
 NCTL_CLONES void TrainLanes(const float* block, const bool* stale, const int32_t* entry, const float* pool,
                             int64_t E, const float* fresh, const float* u, int64_t W, int64_t K, float eps,
-                            float rate, float x, float bound, float* out, float* q) {
+                            float rate, float x, float bound, float* out, float* q, const float* next) {
   for (int64_t w = 0; w < W; ++w) {
+    const int64_t ahead = w + kRowsAhead;
+    Prefetch(ahead < W ? block + ahead * K : (next && ahead < 2 * W ? next + (ahead - W) * K : nullptr), K);
     const float* row = block + w * K;
     if (stale[w]) row = entry[w] >= 0 ? pool + std::min<int64_t>(entry[w], E - 1) * K : fresh;
     const float qv = Squash(SumProducts(row, u, K), eps);
@@ -149,8 +171,9 @@ Arg<T> Resolve(const ffi::Buffer<D>& buffer, size_t rank, int64_t nets) {
 // every item is done. Late pool tasks find no item left and return (the state they share outlives them).
 // Work of fewer than kThreadedProducts multiply-adds in all runs on the caller alone: handing it out
 // would cost more than it does.
+// Items are taken `run` at a time: consecutive items on one thread, where each prefetches the next.
 template <typename Work>
-void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t products, Work work) {
+void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t products, Work work, int64_t run = 1) {
   if (products < kThreadedProducts) {
     for (int64_t item = 0; item < count; ++item) work(item);
     return;
@@ -159,10 +182,11 @@ void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t products, Work wo
     std::atomic<int64_t> next{0}, done{0};
   };
   auto shared = std::make_shared<Shared>();
-  auto drain = [shared, count, work]() {
-    for (int64_t item; (item = shared->next.fetch_add(1)) < count;) {
-      work(item);
-      shared->done.fetch_add(1, std::memory_order_release);
+  auto drain = [shared, count, work, run]() {
+    for (int64_t first; (first = shared->next.fetch_add(run)) < count;) {
+      const int64_t last = std::min(first + run, count);
+      for (int64_t item = first; item < last; ++item) work(item);
+      shared->done.fetch_add(last - first, std::memory_order_release);
     }
   };
   int64_t helpers = std::min<int64_t>(pool.num_threads(), count) - 1;
@@ -205,23 +229,29 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
   const auto Size = Resolve<int32_t>(size, 0, nets);
   const std::vector<float> fresh(K, init_value);
 
+  auto first_row = [&](int64_t item) -> const float* {  // item's block, null past the live slots
+    const int64_t g = item / (S * N), p = item / N % S, n = item % N;
+    if (item >= nets * S * N || p >= *Size.at(g)) return nullptr;
+    const int64_t from = Read.at(g)[p * N + n];
+    return arena_in + (g * B + std::clamp<int64_t>(from < 0 ? from + B : from, 0, B - 1)) * W * K;  // as XLA's gather reads it
+  };
   auto one_item = [&](int64_t item) {  // item = (net, slot, neuron)
     const int64_t g = item / (S * N), p = item / N % S, n = item % N;
     float* q_row = q_out + item * W;
-    if (p >= *Size.at(g)) {
+    const float* block = first_row(item);
+    if (W * K < kSmallBlock) Prefetch(first_row(item + kSmallAhead), W * K);
+    if (!block) {
       std::fill(q_row, q_row + W, 0.5f);
       return;
     }
-    int64_t from = Read.at(g)[p * N + n];
-    from = std::clamp<int64_t>(from < 0 ? from + B : from, 0, B - 1);  // as XLA's gather reads it
     const int64_t to = Write.at(g)[p * N + n];
     const bool learn = arena_out && 0 <= to && to < B;
     const int64_t lanes = (p * N + n) * W;
-    TrainLanes(arena_in + (g * B + from) * W * K, Stale.at(g) + lanes, Entry.at(g) + lanes,
+    TrainLanes(block, Stale.at(g) + lanes, Entry.at(g) + lanes,
                Pool.at(g) + (n * C + Context.at(g)[n]) * E * K, E, fresh.data(), U.at(g), W, K, prob_eps,
-               learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row);
+               learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row, first_row(item + 1));
   };
-  ParallelFor(threads, nets * S * N, nets * S * N * W * K, one_item);
+  ParallelFor(threads, nets * S * N, nets * S * N * W * K, one_item, kItemsPerRun);
   return ffi::Error::Success();
 }
 
@@ -292,14 +322,18 @@ ffi::Error EntryPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_
   const auto Context = Resolve<int32_t>(contexts, 1, nets);
   const auto U = Resolve<float>(u, 1, nets);
   float* out = q->typed_data();
-  auto one_neuron = [&](int64_t item) {  // item = g N + n
+  auto entries_of = [&](int64_t item) {  // item = g N + n: its first entry's row at the neuron's context
     const int64_t g = item / N, n = item % N;
-    const int64_t c = std::clamp<int64_t>(Context.at(g)[n], 0, C - 1);
-    std::vector<const float*> rows(E);
-    for (int64_t e = 0; e < E; ++e) rows[e] = Pool.at(g) + ((n * C + c) * E + e) * K;
-    PredictMany(rows.data(), E, U.at(g), K, prob_eps, out + item * E);
+    return Pool.at(g) + (n * C + std::clamp<int64_t>(Context.at(g)[n], 0, C - 1)) * E * K;
   };
-  ParallelFor(threads, nets * N, nets * N * E * K, one_neuron);
+  auto one_neuron = [&](int64_t item) {
+    const float* first = entries_of(item);
+    std::vector<const float*> rows(E);
+    for (int64_t e = 0; e < E; ++e) rows[e] = first + e * K;
+    PredictMany(rows.data(), E, U.at(item / N), K, prob_eps, out + item * E,
+                item + 1 < nets * N ? entries_of(item + 1) : first);
+  };
+  ParallelFor(threads, nets * N, nets * N * E * K, one_neuron, kItemsPerRun);
   return ffi::Error::Success();
 }
 
