@@ -16,7 +16,10 @@ arena, once half of it is held), which would otherwise take a core during the ti
 physical floor of a step is reading and writing each live weight row once at the machine's copy
 bandwidth, measured just before each timed window (a shared machine's bandwidth drifts by a quarter
 within minutes; the ratio takes each window's steps against the bandwidth of their moment):
-``live slots x trained members x networks x sum_i N_i K_i x 4 B x 2``.
+``live slots x trained members x networks x sum_i N_i K_i x 4 B x 2``. A step also reads, once each, every
+neuron's gating hyperplanes and, in bounded mode, every pool entry at the neuron's context (which the
+members without a lane predict with): ``read_floor_ms`` counts those bytes too, the least any
+implementation of the step must move.
 
 ``--fresh-steps N`` also reports what a user's stream sees (``fresh``): a fresh learner of the same
 configuration on real standardised MNIST digits (``--data-dir`` or ``$NCTL_DATA``), its first ``N``
@@ -141,6 +144,17 @@ def row_bytes_per_step(net: Network, live_slots: float, trained: int | None = No
     return live_slots * trained * net.nets * sum(n * k for n, k in zip(net.layers, fan_ins)) * 4 * 2
 
 
+def other_bytes_per_step(net: Network, entries: int, trained: int | None = None) -> float:
+    """Bytes a step reads besides the trained rows, once each: every neuron's gating hyperplanes
+    (``networks x sum_i N_i x s x d x 4 B``), and in bounded mode every pool entry of every neuron at
+    its context (``networks x entries x sum_i N_i K_i x 4 B``), which the members without a lane predict
+    with."""
+    fan_ins = [net.features + 1] + [n + 1 for n in net.layers[:-1]]
+    gates = net.nets * sum(net.layers) * net.context_bits * (net.features + 1) * 4
+    pool = 0 if trained is None else net.nets * entries * sum(n * k for n, k in zip(net.layers, fan_ins)) * 4
+    return gates + pool
+
+
 def live_slots(first: int, steps: int) -> list:
     """Live tree slots at steps ``first + 1 .. first + steps``: ``1 + popcount(t - 1)``."""
     return [1 + bin(t - 1).count("1") for t in range(first + 1, first + steps + 1)]
@@ -174,10 +188,13 @@ def nctl_throughput(net: Network, windows: int, window_steps: int, rng, trained_
     seconds = learn_windows(timed, X, y, windows, net, lambda: bandwidths.append(copy_bandwidth(repeats=3)))
     slots = [live_slots(window_start(w, windows, net.stream), window_steps) for w in range(windows)]
     touched = [window_steps * row_bytes_per_step(net, np.mean(s), trained_members) for s in slots]
+    other = window_steps * other_bytes_per_step(net, timed.cfg_.entries, trained_members)
     steps = windows * window_steps
     return {"examples_per_s": steps / seconds, "step_ms": 1e3 * seconds / steps, "mean_live_slots": float(np.mean(slots)),
-            "compile_s": compile_seconds, "touched_per_step": sum(touched) / steps,
-            "floor_ms": 1e3 * sum(b / bw for b, bw in zip(touched, bandwidths)) / steps, "bandwidths": bandwidths}
+            "compile_s": compile_seconds, "touched_per_step": sum(touched) / steps, "other_per_step": other / window_steps,
+            "floor_ms": 1e3 * sum(b / bw for b, bw in zip(touched, bandwidths)) / steps,
+            "read_floor_ms": 1e3 * sum((b + other) / bw for b, bw in zip(touched, bandwidths)) / steps,
+            "bandwidths": bandwidths}
 
 
 def learn_windows(model: "nctl.NCTL", X, y, windows: int, net: Network = SPLIT_MNIST, before=None) -> float:
@@ -261,6 +278,9 @@ def main() -> None:
         "copy_bandwidth_range_gb_per_s": [round(min(bandwidths) / 1e9, 1), round(max(bandwidths) / 1e9, 1)],
         "bandwidth_floor_ms": round(floor_ms, 3),
         "step_time_over_floor": round(result["step_ms"] / floor_ms, 2),
+        "other_bytes_read_per_step": int(result["other_per_step"]),
+        "read_floor_ms": round(result["read_floor_ms"], 3),
+        "step_time_over_read_floor": round(result["step_ms"] / result["read_floor_ms"], 2),
         "fresh": fresh,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }, indent=2))
