@@ -136,12 +136,17 @@ def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.p
     model.t_ = t
 
 
+def member_weights(net: Network) -> int:
+    """Weights of one member of one network: sum_i N_i K_i."""
+    fan_ins = [net.features + 1] + [n + 1 for n in net.layers[:-1]]
+    return sum(n * k for n, k in zip(net.layers, fan_ins))
+
+
 def row_bytes_per_step(net: Network, live_slots: float, trained: int | None = None) -> float:
     """Weight bytes read and written per step: live slots x trained members x networks x sum_i N_i K_i
     x 4 B x 2."""
-    fan_ins = [net.features + 1] + [n + 1 for n in net.layers[:-1]]
     trained = net.pool + 1 if trained is None else trained
-    return live_slots * trained * net.nets * sum(n * k for n, k in zip(net.layers, fan_ins)) * 4 * 2
+    return live_slots * trained * net.nets * member_weights(net) * 4 * 2
 
 
 def other_bytes_per_step(net: Network, entries: int, trained: int | None = None) -> float:
@@ -149,9 +154,8 @@ def other_bytes_per_step(net: Network, entries: int, trained: int | None = None)
     (``networks x sum_i N_i x s x d x 4 B``), and in bounded mode every pool entry of every neuron at
     its context (``networks x entries x sum_i N_i K_i x 4 B``), which the members without a lane predict
     with."""
-    fan_ins = [net.features + 1] + [n + 1 for n in net.layers[:-1]]
     gates = net.nets * sum(net.layers) * net.context_bits * (net.features + 1) * 4
-    pool = 0 if trained is None else net.nets * entries * sum(n * k for n, k in zip(net.layers, fan_ins)) * 4
+    pool = 0 if trained is None else net.nets * entries * member_weights(net) * 4
     return gates + pool
 
 

@@ -104,13 +104,14 @@ NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64
   }
 }
 
-// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time. Where `next` is given, the rows
-// lie one after another and `next` is the row after the last, whose next rows are predicted next.
+// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time. Where `in_line`, the rows lie one
+// after another, and each four ask for the next four as they go, the last for the rows at `next` (which
+// are predicted next; none where null).
 NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, float eps, float* q,
-                             const float* next = nullptr) {
+                             bool in_line = false, const float* next = nullptr) {
   int64_t r = 0;
   for (; r + 4 <= count; r += 4)
-    PredictTogether<4>(rows + r, u, k, eps, q + r, next ? (r + 8 <= count ? rows[r + 4] : next) : nullptr);
+    PredictTogether<4>(rows + r, u, k, eps, q + r, !in_line ? nullptr : r + 8 <= count ? rows[r + 4] : next);
   switch (count - r) {
     case 3: PredictTogether<3>(rows + r, u, k, eps, q + r); break;
     case 2: PredictTogether<2>(rows + r, u, k, eps, q + r); break;
@@ -239,7 +240,8 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
     const int64_t g = item / (S * N), p = item / N % S, n = item % N;
     float* q_row = q_out + item * W;
     const float* block = first_row(item);
-    if (W * K < kSmallBlock) Prefetch(first_row(item + kSmallAhead), W * K);
+    const bool small = W * K < kSmallBlock;  // then its next blocks were asked for kSmallAhead items ago
+    if (small) Prefetch(first_row(item + kSmallAhead), W * K);
     if (!block) {
       std::fill(q_row, q_row + W, 0.5f);
       return;
@@ -249,7 +251,8 @@ ffi::Error RunRows(ffi::ThreadPool& threads, const ffi::Buffer<ffi::F32>& blocks
     const int64_t lanes = (p * N + n) * W;
     TrainLanes(block, Stale.at(g) + lanes, Entry.at(g) + lanes,
                Pool.at(g) + (n * C + Context.at(g)[n]) * E * K, E, fresh.data(), U.at(g), W, K, prob_eps,
-               learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row, first_row(item + 1));
+               learning_rate, *X.at(g), max_weight, learn ? arena_out + (g * B + to) * W * K : nullptr, q_row,
+               small ? nullptr : first_row(item + 1));
   };
   ParallelFor(threads, nets * S * N, nets * S * N * W * K, one_item, kItemsPerRun);
   return ffi::Error::Success();
@@ -330,8 +333,8 @@ ffi::Error EntryPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_
     const float* first = entries_of(item);
     std::vector<const float*> rows(E);
     for (int64_t e = 0; e < E; ++e) rows[e] = first + e * K;
-    PredictMany(rows.data(), E, U.at(item / N), K, prob_eps, out + item * E,
-                item + 1 < nets * N ? entries_of(item + 1) : first);
+    PredictMany(rows.data(), E, U.at(item / N), K, prob_eps, out + item * E, true,
+                item + 1 < nets * N ? entries_of(item + 1) : nullptr);
   };
   ParallelFor(threads, nets * N, nets * N * E * K, one_neuron, kItemsPerRun);
   return ffi::Error::Success();
