@@ -110,6 +110,65 @@ def test_the_kernel_under_vmap_serves_each_network_and_shares_unbatched_argument
         assert np.array_equal(np.asarray(blocks[g]), np.asarray(want_blocks))
 
 
+def free_stack_reference(block_of, free, n_free, first, stop, layer, offset, neurons, clear):
+    """A closing slot's blocks pushed onto its layer's stack, written out: slots in order, each neuron's
+    contexts in order; pushes past the stack's end dropped but counted; then, where ``clear``, slot
+    ``first``'s table emptied."""
+    block_of, free, n_free = block_of.copy(), free.copy(), n_free.copy()
+    for p in range(first, stop):
+        for block in block_of[p, offset:offset + neurons].reshape(-1):
+            if block >= 0:
+                if n_free[layer] < free.shape[0]:
+                    free[n_free[layer]] = block
+                n_free[layer] += 1
+    if clear and first < block_of.shape[0]:
+        block_of[first] = -1
+    return block_of, free, n_free
+
+
+@pytest.mark.parametrize("first, stop, room, clear", [(1, 4, 200, True), (0, 5, 200, False), (2, 2, 200, True),
+                                                      (0, 5, 12, True), (5, 5, 200, True)])
+def test_free_blocks_are_pushed_in_slot_neuron_context_order_for_each_network(first, stop, room, clear):
+    """Three networks, the range of slots shared by all; ``room`` 12: the stack overflows, and the pushes
+    past its end are dropped and counted; slot 5 is past the table (nothing to free or empty)."""
+    rng = np.random.default_rng(first * 10 + stop)
+    S, columns, C, L = 5, 7, 6, 3
+    block_of = np.where(rng.random((3, S, columns, C)) < 0.4, rng.integers(0, 1000, (3, S, columns, C)), -1)
+    block_of = block_of.astype(np.int32)
+    n_free = rng.integers(0, 10, (3, L)).astype(np.int32)
+    free = rng.integers(0, 1000, (3, room)).astype(np.int32)
+
+    def one(block_of, free, n_free):
+        return native.free_blocks(block_of, free, n_free, first, stop, 1, 2, 4, clear)
+
+    got = jax.jit(jax.vmap(one))(*map(jnp.asarray, (block_of, free, n_free)))
+    for g in range(3):
+        want = free_stack_reference(block_of[g], free[g], n_free[g], first, stop, 1, 2, 4, clear)
+        for array, expected in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(array[g]), expected)
+    alone = jax.jit(one)(*map(jnp.asarray, (block_of[0], free[0], n_free[0])))  # one network: no vmap
+    want = free_stack_reference(block_of[0], free[0], n_free[0], first, stop, 1, 2, 4, clear)
+    for array, expected in zip(alone, want):
+        np.testing.assert_array_equal(np.asarray(array), expected)
+    if room == 12:
+        assert np.any(np.asarray(got[2])[:, 1] > room)  # the case overflows
+
+
+def test_lane_ranking_takes_the_top_k_members_of_each_live_node_ties_to_the_lower_member():
+    """Bounded mode's ranking (§5.3) by the kernel: ``lax.top_k``'s indices in the slots below the live
+    count, per network (three, the count shared), with ties and absent members (-inf)."""
+    rng = np.random.default_rng(5)
+    for trial in range(12):
+        members, size = int(rng.integers(2, 18)), int(rng.integers(0, 6))
+        count = int(rng.integers(1, members + 1))
+        shape = (3, 5, 4, members)
+        weights = rng.choice([-np.inf, -3.0, 0.0, 2.5], size=shape) if trial % 2 else rng.standard_normal(shape)
+        got = jax.jit(jax.vmap(lambda w: native.top_members(w, size, count)))(jnp.asarray(weights))
+        expected = jax.lax.top_k(jnp.asarray(weights), count)[1]
+        np.testing.assert_array_equal(np.asarray(got)[:, :size], np.asarray(expected)[:, :size])
+        assert np.all(np.asarray(got)[:, size:] == np.arange(count))  # slots not live: left to the caller
+
+
 def test_row_predictions_round_as_the_blocks_do():
     """A state predicts the same wherever it is read: in a block, as a pool entry (§6.11)."""
     args = case(seed=5)

@@ -9,10 +9,12 @@ import math
 import jax
 import jax.numpy as jnp
 
+from nctl.core import native
 from nctl.core.engine.config import EngineConfig, LayerShape, slot_rows_bytes
 from nctl.core.engine.members import source_weights
 from nctl.core.engine.ops import any_net, put, unique_or_drop
 from nctl.core.engine.state import Net
+from nctl.core.platform import by_platform
 
 
 @jax.named_scope("allocate")
@@ -96,10 +98,31 @@ def running_count(flags):
 @jax.named_scope("free_blocks")
 def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
     """Return the blocks of slots ``first .. stop - 1`` to their layers' free stacks (a layer with fixed
-    blocks has none: a slot's places wait for the next slot pushed at its stack position)."""
+    blocks has none: a slot's places wait for the next slot pushed at its stack position), then empty
+    the block table of slot ``first``, the slot pushed in their place."""
     stacked = [index for index, shape in enumerate(cfg.layers) if not shape.fixed]
     if not stacked:
-        return net
+        return net.with_slots(block_of=net.slots.block_of.at[first].set(-1))
+    if not native.enabled():
+        return free_blocks_by_loop(net, first, stop, cfg, stacked)
+    return by_platform(net, cpu=lambda net: free_blocks_by_kernel(net, first, stop, cfg, stacked),
+                       default=lambda net: free_blocks_by_loop(net, first, stop, cfg, stacked))
+
+
+def free_blocks_by_kernel(net: Net, first, stop, cfg: EngineConfig, stacked: list) -> Net:
+    """``free_blocks`` by the CPU kernel (§6.11): one pass over the slots' block tables per layer, the last
+    layer's call emptying slot ``first``'s table; tables and stacks updated in place."""
+    block_of, free, n_free = net.slots.block_of, list(net.arena.free), net.arena.n_free
+    for index in stacked:
+        shape = cfg.layers[index]
+        block_of, free[index], n_free = native.free_blocks(block_of, free[index], n_free, first, stop, index,
+                                                           shape.offset, shape.neurons, clear=index == stacked[-1])
+    return net.with_slots(block_of=block_of).with_arena(free=tuple(free), n_free=n_free)
+
+
+def free_blocks_by_loop(net: Net, first, stop, cfg: EngineConfig, stacked: list) -> Net:
+    """``free_blocks`` as XLA code: a loop over the slots, each slot's held blocks counted in order and
+    scattered onto the stacks."""
 
     def one_slot(p, net):
         free, n_free = list(net.arena.free), net.arena.n_free
@@ -112,4 +135,5 @@ def free_blocks(net: Net, first, stop, cfg: EngineConfig) -> Net:
             n_free = n_free.at[index].add(jnp.sum(held, dtype=jnp.int32))
         return net.with_arena(free=tuple(free), n_free=n_free)
 
-    return jax.lax.fori_loop(first, stop, one_slot, net)
+    net = jax.lax.fori_loop(first, stop, one_slot, net)
+    return net.with_slots(block_of=net.slots.block_of.at[first].set(-1))

@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 from jax.nn import logsumexp, softmax
 
-from nctl.core import tree
+from nctl.core import native, tree
 from nctl.core.engine.config import EngineConfig
 from nctl.core.engine.state import Net
+from nctl.core.platform import by_platform
 
 
 class Posterior(NamedTuple):
@@ -54,6 +55,15 @@ def top_members(weights, count: int):
     return jnp.argmax(rank[..., None, :] == jnp.arange(count)[:, None], axis=-1).astype(jnp.int32)
 
 
+def ranked_members(weights, count: int, size):
+    """``top_members`` of the nodes of the live slots (below ``size``; the others' are left to the caller
+    to ignore): by the CPU kernel where it is built (§6.11), which ranks the live slots' nodes only."""
+    if not native.enabled():
+        return top_members(weights, count)
+    return by_platform(weights, cpu=lambda w: native.top_members(w, size, count),
+                       default=lambda w: top_members(w, count))
+
+
 @jax.named_scope("assign_lanes")
 def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
@@ -63,7 +73,7 @@ def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     W = cfg.pool.lanes
     log_weight = jnp.moveaxis(net.slots.logprior + net.slots.loglik, 1, 2)  # [S, N, M]
     valid = jnp.moveaxis(net.slots.logprior > -jnp.inf, 1, 2)
-    desired = top_members(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W]
+    desired = ranked_members(jnp.where(valid, log_weight, -jnp.inf), W, sched.size)  # [S, N, W]
     desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
     held = net.slots.lanes
     keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)

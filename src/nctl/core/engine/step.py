@@ -125,7 +125,8 @@ def advance(state: State, cfg: EngineConfig, pool_update: bool) -> State:
 
 @jax.named_scope("restart")
 def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig) -> Net:
-    """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2)."""
+    """PTW weight of the completed node, free the popped slots' blocks, push the new slot (§3.2, §6.2):
+    ``free_blocks`` empties its block table."""
     live = (jnp.arange(cfg.slots) < old.size)[:, None, None]
     log_r = mixture_posterior(jnp.where(live, net.slots.logprior + net.slots.loglik, 0.0), cfg.rows.dtype)[1]  # [S, N]
     log_r = log_r[tree.canonical_slots(old)][:, None]  # [S, 1, N]: the same for every split probability
@@ -142,7 +143,6 @@ def _restart(net: Net, old: tree.Schedule, adv: tree.Advance, cfg: EngineConfig)
         logprior=net.slots.logprior.at[pushed].set(member_log_prior(count, cfg.pool.capacity)),
         source=net.slots.source.at[pushed].set(net.pool.roster),
         detached=net.slots.detached.at[pushed].set(False),
-        block_of=net.slots.block_of.at[pushed].set(-1),
     )
     if cfg.pool.bounded:
         net = net.with_slots(lanes=net.slots.lanes.at[pushed].set(-1), lane_since=net.slots.lane_since.at[pushed].set(0))

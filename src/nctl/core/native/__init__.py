@@ -3,8 +3,9 @@
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
 update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
 decision compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest
-keys. They are compiled into one library with the system's C++ compiler (``$CXX``, else ``c++``)
-against the headers jaxlib ships, under a name that hashes the sources, the compiler, its flags, jaxlib's
+keys and bounded mode's most probable members; ``free_blocks.cc`` pushes the blocks of the slots that close back onto their free stacks. They
+are compiled into one library with the system's C++ compiler (``$CXX``, else ``c++``) against the
+headers jaxlib ships, under a name that hashes the sources, the compiler, its flags, jaxlib's
 version and the machine. Installing the package builds it into the package (``setup.py``), so that no
 process waits for it; where that library is missing or was built for another jaxlib, the first process
 that needs the kernels builds it into a cache directory (``$NCTL_NATIVE_CACHE``, else
@@ -27,11 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("ggm_rows.cc", "largest_first.cc"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("ggm_rows.cc", "largest_first.cc", "free_blocks.cc"))
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
            "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
            "nctl_pool_predictions": "NctlPoolPredictions",
-           "nctl_largest_first": "NctlLargestFirst"}
+           "nctl_largest_first": "NctlLargestFirst", "nctl_free_blocks": "NctlFreeBlocks",
+           "nctl_top_members": "NctlTopMembers"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
 _lock = threading.Lock()
@@ -175,3 +177,26 @@ def largest_first(score, k: int):
     call = jax.ffi.ffi_call("nctl_largest_first", jax.ShapeDtypeStruct(score.shape[:-1] + (k,), jnp.int32),
                             vmap_method="broadcast_all")
     return call(score)
+
+
+def top_members(weights, size, count: int):
+    """The indices [S, N, count] of the ``count`` largest of each node's ``weights`` ([S, N, M] float64, no
+    NaN) in the slots below ``size``, largest first, equal weights in member order (``jax.lax.top_k``'s
+    order); the nodes of the other slots get ``0 .. count - 1``."""
+    call = jax.ffi.ffi_call("nctl_top_members", jax.ShapeDtypeStruct(weights.shape[:-1] + (count,), jnp.int32),
+                            vmap_method="expand_dims")
+    return call(weights.astype(jnp.float64), jnp.asarray(size, jnp.int32).reshape(1))
+
+
+def free_blocks(block_of, free, n_free, first, stop, layer: int, offset: int, neurons: int, clear: bool):
+    """The blocks of slots ``first .. stop - 1`` of one layer (``block_of`` [S, columns, C], the layer's
+    columns ``offset .. offset + neurons - 1``) pushed onto its free stack ``free`` [A] at ``n_free[layer]``
+    (``n_free`` [L]), slot by slot, each neuron's contexts in order; a push past the stack's end is
+    dropped and counted. Where ``clear``, then every column of slot ``first`` is set to -1. -> (block_of,
+    free, n_free), updated in place."""
+    call = jax.ffi.ffi_call("nctl_free_blocks", tuple(jax.ShapeDtypeStruct(a.shape, jnp.int32)
+                                                      for a in (block_of, free, n_free)),
+                            input_output_aliases={0: 0, 1: 1, 2: 2}, vmap_method="expand_dims")
+    return tuple(call(block_of.astype(jnp.int32), free.astype(jnp.int32), n_free.astype(jnp.int32),
+                      jnp.asarray(first, jnp.int32), jnp.asarray(stop, jnp.int32),
+                      layer=np.int64(layer), offset=np.int64(offset), neurons=np.int64(neurons), clear=bool(clear)))

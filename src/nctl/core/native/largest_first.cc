@@ -1,6 +1,7 @@
-// A reservoir merge's weighted sample (docs/algorithm.md §4.3, §6.11), as an XLA FFI handler
-// (nctl_largest_first): the k largest keys of each row by one partial sort, where XLA:CPU sorts each row
-// twice.
+// The largest keys of rows, as XLA FFI handlers (docs/algorithm.md §6.11): a reservoir merge's weighted
+// sample (§4.3, nctl_largest_first: one partial sort per row, where XLA:CPU sorts each row twice), and
+// bounded mode's lane ranking (§5.3, nctl_top_members: the live slots' nodes only, where XLA compares
+// every member of every slot with every other).
 
 #include <algorithm>
 #include <cstdint>
@@ -27,6 +28,46 @@ ffi::Error LargestFirst(ffi::Buffer<ffi::F64> score, ffi::ResultBuffer<ffi::S32>
   }
   return ffi::Error::Success();
 }
+
+// The indices of the `count` largest weights of each node of the live slots (`weights` [nets?, S, N, M]
+// float64, no NaN; a slot is live below size[net]), largest first, equal weights in member order: `count`
+// passes over the node's M members, each taking the largest not yet taken (the earliest of equals).
+// The nodes of slots that are not live get 0 .. count - 1 (the caller keeps their lanes as they were).
+ffi::Error TopMembers(ffi::Buffer<ffi::F64> weights, ffi::Buffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> out) {
+  auto dims = weights.dimensions();
+  const int64_t count = out->dimensions().back();
+  if (dims.size() < 3 || count > dims.back()) return ffi::Error::InvalidArgument("nctl top members: bad shapes");
+  const int64_t M = dims.back(), N = dims[dims.size() - 2], S = dims[dims.size() - 3];
+  const int64_t nets = dims.size() == 4 ? dims[0] : 1;
+  const bool sizes = size.element_count() == nets && nets > 1;  // one live-slot count per network, or shared
+  std::vector<char> taken(M);
+  for (int64_t g = 0; g < nets; ++g) {
+    const int64_t live = size.typed_data()[sizes ? g : 0];
+    for (int64_t node = 0; node < S * N; ++node) {
+      const double* w = weights.typed_data() + (g * S * N + node) * M;
+      int32_t* top = out->typed_data() + (g * S * N + node) * count;
+      if (node / N >= live) {
+        for (int64_t j = 0; j < count; ++j) top[j] = static_cast<int32_t>(j);
+        continue;
+      }
+      std::fill(taken.begin(), taken.end(), 0);
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t best = -1;
+        for (int64_t m = 0; m < M; ++m)
+          if (!taken[m] && (best < 0 || w[m] > w[best])) best = m;
+        taken[best] = 1;
+        top[j] = static_cast<int32_t>(best);
+      }
+    }
+  }
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlTopMembers, TopMembers,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlLargestFirst, LargestFirst,
                               ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F64>>().Ret<ffi::Buffer<ffi::S32>>());
