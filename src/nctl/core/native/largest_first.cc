@@ -29,10 +29,36 @@ ffi::Error LargestFirst(ffi::Buffer<ffi::F64> score, ffi::ResultBuffer<ffi::S32>
   return ffi::Error::Success();
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NCTL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NCTL_CLONES
+#endif
+
+#define NCTL_INLINE inline __attribute__((always_inline))
+
+// Each member's rank in its node (`w` [M]): the members ahead of it, by larger weight or, equal, by lower
+// index; without branches, so that the comparisons vectorise and no guess is ever taken back. A node of
+// kM members (the pool's 15 and the fresh model) is counted with the loop's length known.
+template <int64_t kM>
+NCTL_INLINE void RanksOf(const double* w, int64_t M, int32_t* rank) {
+  const int64_t n = kM > 0 ? kM : M;
+  for (int64_t m = 0; m < n; ++m) {
+    int32_t ahead = 0;
+    for (int64_t j = 0; j < n; ++j) ahead += (w[j] > w[m]) | ((w[j] == w[m]) & (j < m));
+    rank[m] = ahead;
+  }
+}
+
+NCTL_CLONES void Ranks(const double* w, int64_t M, int32_t* rank) {
+  if (M == 16) return RanksOf<16>(w, M, rank);
+  RanksOf<0>(w, M, rank);
+}
+
 // The indices of the `count` largest weights of each node of the live slots (`weights` [nets?, S, N, M]
-// float64, no NaN; a slot is live below size[net]), largest first, equal weights in member order: `count`
-// passes over the node's M members, each taking the largest not yet taken (the earliest of equals).
-// The nodes of slots that are not live get 0 .. count - 1 (the caller keeps their lanes as they were).
+// float64, no NaN; a slot is live below size[net]), largest first, equal weights in member order: each
+// member goes to the place of its rank, if that is among the first `count`. The nodes of slots that
+// are not live get 0 .. count - 1 (the caller keeps their lanes as they were).
 ffi::Error TopMembers(ffi::Buffer<ffi::F64> weights, ffi::Buffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> out) {
   auto dims = weights.dimensions();
   const int64_t count = out->dimensions().back();
@@ -40,24 +66,18 @@ ffi::Error TopMembers(ffi::Buffer<ffi::F64> weights, ffi::Buffer<ffi::S32> size,
   const int64_t M = dims.back(), N = dims[dims.size() - 2], S = dims[dims.size() - 3];
   const int64_t nets = dims.size() == 4 ? dims[0] : 1;
   const bool sizes = size.element_count() == nets && nets > 1;  // one live-slot count per network, or shared
-  std::vector<char> taken(M);
+  std::vector<int32_t> rank(M);
   for (int64_t g = 0; g < nets; ++g) {
     const int64_t live = size.typed_data()[sizes ? g : 0];
     for (int64_t node = 0; node < S * N; ++node) {
-      const double* w = weights.typed_data() + (g * S * N + node) * M;
       int32_t* top = out->typed_data() + (g * S * N + node) * count;
       if (node / N >= live) {
         for (int64_t j = 0; j < count; ++j) top[j] = static_cast<int32_t>(j);
         continue;
       }
-      std::fill(taken.begin(), taken.end(), 0);
-      for (int64_t j = 0; j < count; ++j) {
-        int64_t best = -1;
-        for (int64_t m = 0; m < M; ++m)
-          if (!taken[m] && (best < 0 || w[m] > w[best])) best = m;
-        taken[best] = 1;
-        top[j] = static_cast<int32_t>(best);
-      }
+      Ranks(weights.typed_data() + (g * S * N + node) * M, M, rank.data());
+      for (int64_t m = 0; m < M; ++m)
+        if (rank[m] < count) top[rank[m]] = static_cast<int32_t>(m);
     }
   }
   return ffi::Error::Success();
