@@ -1,16 +1,17 @@
 """Hand-written CPU kernels for the engine, registered with XLA's FFI (docs/algorithm.md §6.11).
 
-``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather,
-update and scatter make three), and predicts that layer's other rows (pool entries, the states a pool
-decision compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest
-keys and bounded mode's most probable members; ``free_blocks.cc`` pushes the blocks of the slots that close back onto their free stacks. They
-are compiled into one library with the system's C++ compiler (``$CXX``, else ``c++``) against the
-headers jaxlib ships, under a name that hashes the sources, the compiler, its flags, jaxlib's
-version and the machine. Installing the package builds it into the package (``setup.py``), so that no
-process waits for it; where that library is missing or was built for another jaxlib, the first process
-that needs the kernels builds it into a cache directory (``$NCTL_NATIVE_CACHE``, else
-``~/.cache/nctl/native``). Without a compiler, where the build fails, or with ``NCTL_NATIVE=0``, the
-engine runs its XLA code instead, on every platform it runs on; other platforms than the CPU always do.
+``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather, update
+and scatter make three), and predicts that layer's other rows (pool entries, the states a pool decision
+compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest keys and
+bounded mode's most probable members; ``free_blocks.cc`` pushes the blocks of the slots that close back
+onto their free stacks. They are compiled into one library with the system's C++ compiler (``$CXX``,
+else ``c++``) against the headers jaxlib ships, under a name that hashes the sources, the compiler, its
+flags, jaxlib's version and the machine. Installing the package builds it into the package
+(``setup.py``), so that no process waits for it; where that library is missing or was built for another
+jaxlib, the first process that needs the kernels builds it into a cache directory
+(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``). Without a compiler, where the build fails, or
+with ``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every platform it runs on; other
+platforms than the CPU always do.
 """
 
 import ctypes
