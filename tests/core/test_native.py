@@ -348,6 +348,17 @@ def test_a_missing_library_is_built_once_into_the_folder_given(tmp_path):
     assert all(hasattr(library, symbol) for symbol in native.TARGETS.values())
 
 
+def test_the_library_name_follows_the_shared_header(tmp_path, monkeypatch):
+    """Every source includes ``kernel_common.h``, so a change to it is a new library, not a stale one."""
+    header = tmp_path / "kernel_common.h"
+    header.write_bytes(native.HEADERS[0].read_bytes())
+    monkeypatch.setattr(native, "HEADERS", (header,))
+    same = native.library_name()
+    header.write_bytes(header.read_bytes() + b"// changed\n")
+    assert same != native.library_name()
+    assert all(f'#include "{native.HEADERS[0].name}"' in source.read_text() for source in native.SOURCES)
+
+
 @pytest.mark.skipif(not (Path(native.__file__).parent / native.library_name()).exists(),
                     reason="not installed with pip: no library was built at install time")
 def test_the_library_built_at_install_time_is_used(tmp_path):

@@ -65,13 +65,13 @@ def can_serialise() -> bool:
 
 @lru_cache(maxsize=1)
 def _source_digest() -> str:
-    """A digest of every module of ``nctl.core`` (the CPU kernel's source too), of the JAX that lowers
+    """A digest of every module of ``nctl.core`` (the CPU kernels' sources too), of the JAX that lowers
     them, and of whether the kernel is in use (its programs call it)."""
     from jaxlib.version import __version__ as jaxlib_version
 
     digest = hashlib.sha256(f"{jax.__version__} {jaxlib_version} {jax.default_backend()} {native.enabled()}".encode())
     root = Path(__file__).parent
-    for path in sorted([*root.rglob("*.py"), *root.rglob("*.cc")]):
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.cc"), *root.rglob("*.h")]):
         digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
     return digest.hexdigest()
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("ggm_rows.cc", "largest_first.cc", "free_blocks.cc"))
+HEADERS = (Path(__file__).with_name("kernel_common.h"),)  # included by the sources
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
            "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
            "nctl_pool_predictions": "NctlPoolPredictions",
@@ -50,11 +51,11 @@ def _compiler() -> list[str]:
 
 
 def library_name() -> str:
-    """The library's file name: a hash of the sources, the compiler and its flags, jaxlib's version and
+    """The library's file name: a hash of the sources and their header, the compiler and its flags, jaxlib's version and
     the machine (not of where jaxlib's headers are, so that a library built at install time matches)."""
     from jaxlib.version import __version__ as jaxlib_version
 
-    key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES))
+    key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES + HEADERS))
     key.update(" ".join(_compiler() + FLAGS + [jaxlib_version, platform.machine()]).encode())
     return f"kernels-{key.hexdigest()[:16]}.so"
 

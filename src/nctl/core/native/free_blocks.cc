@@ -8,30 +8,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernel_common.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
-
-namespace {
-
-// Under jax.vmap (vmap_method="expand_dims") an argument carries a leading axis of the class networks,
-// or of size 1 where it is shared by all; `rank` is its rank without that axis.
+using nctl::NetAxis;
+using nctl::Resolve;
 using Ids = ffi::Buffer<ffi::S32>;
-
-int64_t Nets(const Ids& buffer, size_t rank) {
-  auto dims = buffer.dimensions();
-  return dims.size() == rank + 1 ? dims[0] : 1;
-}
-
-int64_t Stride(const Ids& buffer, size_t rank, int64_t nets) {
-  auto dims = buffer.dimensions();
-  if (!(dims.size() == rank + 1 && dims[0] == nets && nets > 1)) return 0;
-  int64_t per_net = 1;
-  for (size_t d = 1; d < dims.size(); ++d) per_net *= dims[d];
-  return per_net;
-}
-
-}  // namespace
 
 // For each network, slots p = first .. stop - 1 in order, and in each the layer's neurons
 // (block_of columns offset .. offset + neurons - 1) and contexts in order: every block id >= 0 is
@@ -48,27 +31,25 @@ ffi::Error FreeBlocks(Ids block_of, Ids free, Ids n_free, Ids first, Ids stop, i
   const int64_t A = free.dimensions().back(), L = n_free.dimensions().back();
   if (layer < 0 || layer >= L || offset < 0 || offset + neurons > columns)
     return ffi::Error::InvalidArgument("nctl free blocks: layer outside the block table");
-  const int64_t nets = std::max({Nets(block_of, 3), Nets(free, 1), Nets(n_free, 1), Nets(first, 0), Nets(stop, 0)});
-  const int64_t table_stride = Stride(block_of, 3, nets), free_stride = Stride(free, 1, nets),
-                count_stride = Stride(n_free, 1, nets), first_stride = Stride(first, 0, nets),
-                stop_stride = Stride(stop, 0, nets);
+  const int64_t nets = std::max({NetAxis(block_of, 3), NetAxis(free, 1), NetAxis(n_free, 1), NetAxis(first, 0),
+                                 NetAxis(stop, 0)});
+  const auto Table = Resolve<int32_t>(block_of, 3, nets);
+  const auto Stack = Resolve<int32_t>(free, 1, nets);
+  const auto Counts = Resolve<int32_t>(n_free, 1, nets);
+  const auto First = Resolve<int32_t>(first, 0, nets);
+  const auto Stop = Resolve<int32_t>(stop, 0, nets);
   auto* table_out = block_of_out->typed_data();
   auto* stack = free_out->typed_data();
   auto* counts = n_free_out->typed_data();
-  const auto* ids = block_of.typed_data();
-  const auto* stack_in = free.typed_data();
-  const auto* counts_in = n_free.typed_data();
   for (int64_t g = 0; g < nets; ++g) {  // the outputs start as the inputs (the same buffers where aliased)
     int32_t* own_table = table_out + g * S * columns * C;
-    if (own_table != ids + g * table_stride)
-      std::memcpy(own_table, ids + g * table_stride, S * columns * C * sizeof(int32_t));
+    if (own_table != Table.at(g)) std::memcpy(own_table, Table.at(g), S * columns * C * sizeof(int32_t));
     int32_t* own_stack = stack + g * A;
     int32_t* own_counts = counts + g * L;
-    if (own_stack != stack_in + g * free_stride) std::memcpy(own_stack, stack_in + g * free_stride, A * sizeof(int32_t));
-    if (own_counts != counts_in + g * count_stride)
-      std::memcpy(own_counts, counts_in + g * count_stride, L * sizeof(int32_t));
-    const int64_t from = std::max<int64_t>(first.typed_data()[g * first_stride], 0);
-    const int64_t to = std::min<int64_t>(stop.typed_data()[g * stop_stride], S);
+    if (own_stack != Stack.at(g)) std::memcpy(own_stack, Stack.at(g), A * sizeof(int32_t));
+    if (own_counts != Counts.at(g)) std::memcpy(own_counts, Counts.at(g), L * sizeof(int32_t));
+    const int64_t from = std::max<int64_t>(*First.at(g), 0);
+    const int64_t to = std::min<int64_t>(*Stop.at(g), S);
     int64_t top = own_counts[layer];
     for (int64_t p = from; p < to; ++p) {
       const int32_t* row = own_table + (p * columns + offset) * C;
@@ -79,7 +60,7 @@ ffi::Error FreeBlocks(Ids block_of, Ids free, Ids n_free, Ids first, Ids stop, i
       }
     }
     own_counts[layer] = static_cast<int32_t>(top);
-    const int64_t pushed = first.typed_data()[g * first_stride];
+    const int64_t pushed = *First.at(g);
     if (clear && pushed >= 0 && pushed < S) std::fill_n(own_table + pushed * columns * C, columns * C, -1);
   }
   return ffi::Error::Success();

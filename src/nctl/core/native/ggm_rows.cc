@@ -10,8 +10,7 @@
 // intra-op threads (a small layer's on the calling thread); each row's arithmetic is fixed, so results
 // do not depend on the thread count.
 //
-// Under jax.vmap (vmap_method="expand_dims") every argument may carry a leading axis of the class
-// networks, of their count or of size 1 (shared by all): `Resolve` tells which.
+// Under jax.vmap every argument may carry a leading axis of the class networks (kernel_common.h).
 
 #include <algorithm>
 #include <atomic>
@@ -22,9 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "kernel_common.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
+using nctl::Arg;
+using nctl::NetAxis;
+using nctl::Resolve;
 
 namespace {
 
@@ -34,14 +37,6 @@ constexpr int64_t kItemsPerRun = 8;  // (slot, neuron) items a thread takes at o
 constexpr int64_t kRowsAhead = 2;  // a row's lines are asked for while the row this many before it is trained
 constexpr int64_t kSmallBlock = 1024;  // a block of fewer floats is asked for kSmallAhead items before its turn:
 constexpr int64_t kSmallAhead = 8;  // its rows are too short to hide the wait for the next one behind
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define NCTL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define NCTL_CLONES
-#endif
-
-#define NCTL_INLINE inline __attribute__((always_inline))
 
 // sum_i a[i] b[i], summed in a fixed order: kAccumulators strided partial sums, then the tail. A row
 // shorter than kAccumulators has no partial sums (they would all add +0 to +0: the same bits).
@@ -149,23 +144,6 @@ NCTL_CLONES void TrainLanes(const float* block, const bool* stale, const int32_t
       target[i] = value < -bound ? -bound : (value > bound ? bound : value);
     }
   }
-}
-
-// One argument: its data and the stride of its optional leading network axis (0 where it is shared).
-template <typename T>
-struct Arg {
-  const T* data;
-  int64_t net_stride;
-  const T* at(int64_t g) const { return data + g * net_stride; }
-};
-
-template <typename T, ffi::DataType D>
-Arg<T> Resolve(const ffi::Buffer<D>& buffer, size_t rank, int64_t nets) {
-  auto dims = buffer.dimensions();
-  int64_t per_net = 1;
-  for (size_t d = dims.size() - rank; d < dims.size(); ++d) per_net *= dims[d];
-  bool batched = dims.size() == rank + 1 && dims[0] == nets && nets > 1;
-  return {reinterpret_cast<const T*>(buffer.untyped_data()), batched ? per_net : 0};
 }
 
 // Run work(item) for item in [0, count) on the caller and up to threads - 1 pool threads; returns when
@@ -300,13 +278,6 @@ ffi::Error RowPredictions(ffi::Buffer<ffi::F32> rows, ffi::Buffer<ffi::F32> u, i
       out[g * per_net + r] = Predict(row, uu, K, prob_eps);
     }
   return ffi::Error::Success();
-}
-
-// Length of an argument's optional leading network axis (1 where it has none).
-template <ffi::DataType D>
-int64_t NetAxis(const ffi::Buffer<D>& buffer, size_t rank) {
-  auto dims = buffer.dimensions();
-  return dims.size() == rank + 1 ? dims[0] : 1;
 }
 
 // q [nets?, N, E] of every pool entry of each neuron n at its context contexts[n] (pool [nets?, N, C, E,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernel_common.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -28,14 +29,6 @@ ffi::Error LargestFirst(ffi::Buffer<ffi::F64> score, ffi::ResultBuffer<ffi::S32>
   }
   return ffi::Error::Success();
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define NCTL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define NCTL_CLONES
-#endif
-
-#define NCTL_INLINE inline __attribute__((always_inline))
 
 // Each member's rank in its node (`w` [M]): the members ahead of it, by larger weight or, equal, by lower
 // index; without branches, so that the comparisons vectorise and no guess is ever taken back. A node of
