@@ -12,13 +12,16 @@ each engine's boundary program on the state due at a few steps, run on fresh cop
 states they give compared with their blocks in (slot, neuron, context) order (``state_digests.
 in_place_order``: the engines may lay their blocks out apart, docs/algorithm.md §6.2).
 
-With ``--split-mnist`` it times the throughput benchmark's Split MNIST network instead (784 inputs,
-50-25-1, ``benchmarks/throughput.py``'s windows spread over a 60,000-step stream, pools full): both
-engines learn each window in alternating blocks of 64 rows, and their steps and their boundaries
-(every 32 rows) are timed apart; their predictions after each window are compared.
+With ``--network`` it times one of the throughput benchmark's networks instead (``split-mnist``: 784
+inputs, 50-25-1; ``permuted-mnist``: ten one-vs-all 10-5-1 networks, C = 2^8, spacing eviction, L_min
+256; optionally bounded with ``--trained-members``), on ``benchmarks/throughput.py``'s windows spread
+over a 60,000-step stream, pools full: both engines learn each window in alternating blocks of 64 rows,
+and their steps and their boundaries (every L_min rows) are timed apart; their predictions after each
+window are compared.
 
     python tools/interleaved.py BASE_CHECKOUT [--rows 5000] [--block 100] [--data-dir DIR]
-    python tools/interleaved.py BASE_CHECKOUT --split-mnist [--windows 4]
+    python tools/interleaved.py BASE_CHECKOUT --network split-mnist [--windows 4]
+    python tools/interleaved.py BASE_CHECKOUT --network permuted-mnist --trained-members 4 [--windows 2]
 """
 
 import argparse
@@ -48,7 +51,7 @@ WARM = 1000  # rows learned at once before the timed rows
 WARM_ONE_BY_ONE = 100  # and rows learned one at a time
 BOUNDARY_STEPS = (2048, 3072, 4096)  # boundaries timed (steps t = 0 mod P with several closes)
 BOUNDARY_TURNS = 30
-WINDOW_STEPS = 256  # --split-mnist: steps per window, as throughput.py learns them
+WINDOW_STEPS = 256  # --network: steps per window, as throughput.py learns them
 
 
 def import_renamed(checkout: Path, folder: Path):
@@ -148,24 +151,31 @@ def timed_boundaries(packages: dict, spent: dict):
             package.core.engine.driver.boundary_program = originals[name]
 
 
-def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:
-    """Milliseconds per step of each package's NCTL on ``throughput.py``'s windows, learned in turns in
-    blocks of ``block`` rows, and of its boundaries (per boundary); whether the predictions agree."""
+def network_in_turns(packages: dict, net: "throughput.Network", windows: int, trained_members: int | None = None,
+                     block: int = 64) -> dict:
+    """Milliseconds per step of each package's NCTL of ``net`` (bounded with ``trained_members``) on
+    ``throughput.py``'s windows, learned in turns in blocks of ``block`` rows, and of its boundaries (per
+    boundary); whether the predictions agree."""
     rng = np.random.default_rng(0)
-    net = throughput.SPLIT_MNIST
     X = rng.standard_normal((WINDOW_STEPS, net.features)).astype(np.float32)
-    y = rng.integers(0, 2, len(X))
+    y = rng.integers(0, net.classes, len(X))
 
     def learner(package):
-        model = package.NCTL(layer_sizes=net.layers, context_bits=net.context_bits, pool_size=net.pool, depth=net.depth)
+        model = package.NCTL(layer_sizes=net.layers, context_bits=net.context_bits, pool_size=net.pool,
+                             n_classes=net.classes, trained_members=trained_members, eviction=net.eviction,
+                             min_segment=net.min_segment, depth=net.depth)
         model.learn_many(X[:block], y[:block])
         return model
+
+    def jump(model, package, w):
+        throughput.jump_to(model, throughput.window_start(w, windows, net.stream), package.core.engine, pool=net.pool)
 
     for package in packages.values():  # compile every program the windows need, ahead or not
         model = learner(package)
         for w in range(windows):
-            throughput.jump_to(model, throughput.window_start(w, windows), package.core.engine)
+            jump(model, package, w)
             model.learn_many(X, y)
+        del model  # one learner's arenas at a time beside the timed two
         package.core.engine.finish_compiling()
     models = {name: learner(package) for name, package in packages.items()}
     spent, boundaries = dict.fromkeys(packages, 0.0), dict.fromkeys(packages, 0.0)
@@ -173,7 +183,7 @@ def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:
     with timed_boundaries(packages, boundaries):
         for w in range(windows):
             for name, model in models.items():
-                throughput.jump_to(model, throughput.window_start(w, windows), packages[name].core.engine)
+                jump(model, packages[name], w)
             for start in range(0, len(X), block):
                 for name in list(models) if turn % 2 else list(models)[::-1]:
                     begin = time.perf_counter()
@@ -183,7 +193,7 @@ def split_mnist_in_turns(packages: dict, windows: int, block: int = 64) -> dict:
                 turn += 1
             for name, model in models.items():
                 predictions[name].append(np.asarray(model.predict_proba_many(X[:16])))
-    steps, count = windows * len(X), windows * len(X) // 32
+    steps, count = windows * len(X), windows * len(X) // net.min_segment
     return {"ms_per_step": {name: round(1e3 * s / steps, 3) for name, s in spent.items()},
             "ratio": round(spent["this"] / spent["base"], 3),
             "boundary_ms": {name: round(1e3 * s / count, 2) for name, s in boundaries.items()},
@@ -197,16 +207,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--block", type=int, default=100, help="rows per turn")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--split-mnist", action="store_true", help="the Split MNIST network's steps and boundaries")
-    parser.add_argument("--windows", type=int, default=4, help="with --split-mnist: windows of the stream")
+    parser.add_argument("--network", choices=sorted(throughput.NETWORKS),
+                        help="time this network's steps and boundaries instead of the river rows")
+    parser.add_argument("--trained-members", type=int, default=None, help="with --network: bounded mode's B")
+    parser.add_argument("--windows", type=int, default=4, help="with --network: windows of the stream")
     args = parser.parse_args()
     import nctl
 
-    if args.split_mnist:
+    if args.network:
         with tempfile.TemporaryDirectory() as folder:
             packages = {"base": import_renamed(Path(args.base), Path(folder)), "this": nctl}
-            print(json.dumps({"cpu": cpu_name(), "base": str(args.base),
-                              "split_mnist": split_mnist_in_turns(packages, args.windows)}, indent=2))
+            timed = network_in_turns(packages, throughput.NETWORKS[args.network], args.windows, args.trained_members)
+            print(json.dumps({"cpu": cpu_name(), "base": str(args.base), "network": args.network,
+                              "trained_members": args.trained_members, "windows": timed}, indent=2))
         return
     data = read_elec2(Path(resolve_data_dir(args.data_dir)) / "elec2" / "elecNormNew.arff")
     X, Y = data.features[:args.rows].astype(np.float32), data.labels[:args.rows].astype(np.int64)
