@@ -51,8 +51,9 @@ def _compiler() -> list[str]:
 
 
 def library_name() -> str:
-    """The library's file name: a hash of the sources and their header, the compiler and its flags, jaxlib's version and
-    the machine (not of where jaxlib's headers are, so that a library built at install time matches)."""
+    """The library's file name: a hash of the sources and their header, the compiler and its flags,
+    jaxlib's version and the machine (not of where jaxlib's headers are, so that a library built at
+    install time matches)."""
     from jaxlib.version import __version__ as jaxlib_version
 
     key = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES + HEADERS))
