@@ -89,7 +89,8 @@ def rows_in_turns(packages: dict, X, Y, block: int) -> dict:
             spent[name] += time.perf_counter() - begin
     rows = len(X) - WARM - WARM_ONE_BY_ONE
     return {"us_per_row": {name: round(1e6 * s / rows, 1) for name, s in spent.items()},
-            "ratio": round(spent["this"] / spent["base"], 3), "same_predictions": predictions["this"] == predictions["base"]}
+            "ratio": round(spent["this"] / spent["base"], 3),
+            "same_predictions": predictions["this"] == predictions["base"]}
 
 
 def boundaries_in_turns(packages: dict, X, Y) -> list:
@@ -116,7 +117,8 @@ def boundaries_in_turns(packages: dict, X, Y) -> list:
                 times[name].append(time.perf_counter() - begin)
         # compared with the blocks in (slot, neuron, context) order: the two engines may lay them out apart
         ordered = {name: (in_place_order(state, cfgs[name]), unheld) for name, (state, unheld) in results.items()}
-        same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(ordered["this"]), jax.tree.leaves(ordered["base"])))
+        same = all(np.array_equal(a, b)
+                   for a, b in zip(jax.tree.leaves(ordered["this"]), jax.tree.leaves(ordered["base"])))
         medians = {name: float(np.median(t)) for name, t in times.items()}
         out.append({"step": steps, "ms": {name: round(1e3 * m, 3) for name, m in medians.items()},
                     "ratio": round(medians["this"] / medians["base"], 3), "same_state": same})

@@ -142,7 +142,8 @@ def _regression(name: str, stream: str, description: str, **stream_args) -> Expe
 def _permuted_bounded(name: str, description: str, deskewed: bool, trained_members: int,
                       variants: tuple = ("frozen", "adapt50"), **network) -> Experiment:
     """A full-protocol Permuted MNIST run of the GLN and bounded NCTL (``trained_members``) with the paper's
-    network changed by ``network`` (context bits, learning rate), on deskewed digits or plain pixels."""
+    network changed by ``network`` (context bits, learning rate), on deskewed digits or plain pixels, scored
+    under ``variants`` (both evaluations unless a setting's adapt50 forks do not fit in memory)."""
     stream_args = {"stream_args": {"deskewed": True, "z_clip": 3.0}} if deskewed else {}
     return Experiment(name, TASK_MATRIX, description, stream="permuted_mnist", **stream_args, learners=("gln", "nctl"),
                       network={**PERMUTED_NETWORK, **network}, seeds=3, max_test=1000, anchors=PERMUTED_ANCHORS,
