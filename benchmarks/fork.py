@@ -3,9 +3,10 @@ copy of the learner, at the Permuted MNIST network (ten one-vs-all 10-5-1 nets, 
 as JSON: the learner's state bytes, the journal's bytes, and the seconds of each way of adapting on 50
 rows and giving the learner back (predictions excluded; both read the same adapted state). With
 ``--trained-members B`` the learner runs in bounded mode; with ``--steps`` 2,040 a pool boundary falls
-among the 50 rows (the journal then also copies the pool entries and the records' arrays).
+among the 50 rows (the journal then also copies the pool entries, to memory or with ``--pool-on-disk`` to a
+temporary file, and the records' arrays). A copy that would not fit in free memory is not timed.
 
-    python benchmarks/fork.py [--context-bits 6] [--steps 2048] [--repeats 3] [--trained-members B]
+    python benchmarks/fork.py [--context-bits 6] [--steps 2048] [--repeats 3] [--trained-members B] [--pool-on-disk]
 """
 
 import argparse
@@ -16,12 +17,15 @@ import jax
 import numpy as np
 
 import nctl
+from nctl import memory
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
+from nctl.learners import engine_learner
 
 
 def nbytes(tree) -> int:
-    return sum(leaf.nbytes for leaf in jax.tree.leaves(tree))
+    """Bytes in memory: a temporary file's map excluded."""
+    return sum(leaf.nbytes for leaf in jax.tree.leaves(tree) if not isinstance(leaf, np.memmap))
 
 
 def main() -> None:
@@ -30,7 +34,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2048, help="rows learned before the forks")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trained-members", type=int, default=None, help="bounded mode's B (default: exact)")
+    parser.add_argument("--pool-on-disk", action="store_true", help="a journal's pool copy goes to a temporary file")
     args = parser.parse_args()
+    engine_learner.POOL_COPY_SHARE = 0.0 if args.pool_on_disk else np.inf  # the learner's forks do as told
     rng = np.random.default_rng(0)
     model = nctl.NCTL.paper_permuted_mnist(context_bits=args.context_bits, eviction="spacing", min_segment=256,
                                            trained_members=args.trained_members)
@@ -38,29 +44,37 @@ def main() -> None:
     y = rng.integers(0, 10, args.steps + 50)
     model.learn_many(X[:args.steps], y[:args.steps])
     rows, labels = X[args.steps:], y[args.steps:]
-    kept = engine.journal(model.state_, model.cfg_, rows)
+    kept = engine.journal(model.state_, model.cfg_, rows, on_disk=args.pool_on_disk)
     if kept is None:
         raise SystemExit("the 50 rows after --steps would enlarge the learner: a fork there is a copy")
     boundaries = (args.steps + 50) // model.cfg_.chunk - args.steps // model.cfg_.chunk
+    sizes = {"pool_copy": None if kept.pool is None else "disk" if args.pool_on_disk else "memory",
+             "state_bytes": nbytes(model.state_), "journal_bytes": nbytes(kept)}
+    del kept
     times = {"fork": [], "copy": []}
+    copies = 2 * sizes["state_bytes"] < (memory.available_memory() or np.inf)
     for _ in range(args.repeats + 1):  # the first round compiles
         start = time.perf_counter()
         with model.fork(rows, labels) as adapted:
             jax.block_until_ready(adapted.state_)
         jax.block_until_ready(model.state_)
         times["fork"].append(time.perf_counter() - start)
+        if not copies:
+            continue
         start = time.perf_counter()
         twin = model.copy()
         twin.learn_many(rows, labels)
         jax.block_until_ready(twin.state_)
         del twin
         times["copy"].append(time.perf_counter() - start)
-    fork_s, copy_s = (float(np.median(times[k][1:])) for k in ("fork", "copy"))
+    fork_s = float(np.median(times["fork"][1:]))
+    copy_s = float(np.median(times["copy"][1:])) if copies else None
     print(json.dumps({
         "cpu": cpu_name(), "contexts": 2**args.context_bits, "trained_members": args.trained_members,
         "steps_before": args.steps, "pool_boundaries_among_the_rows": boundaries,
-        "state_bytes": nbytes(model.state_), "journal_bytes": nbytes(kept),
-        "fork_s": round(fork_s, 3), "copy_s": round(copy_s, 3), "copy_over_fork": round(copy_s / fork_s, 2),
+        **sizes,
+        "fork_s": round(fork_s, 3), "copy_s": copy_s and round(copy_s, 3),
+        "copy_over_fork": copy_s and round(copy_s / fork_s, 2),
     }, indent=2))
 
 

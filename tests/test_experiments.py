@@ -285,12 +285,13 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     exp = configs.get("demo").replace({**SMALL_NETWORK, "kind": "task-matrix", "learners": '["nctl"]',
                                        "max_test": "20", "stream_args.n_segments": "3",
                                        "stream_args.segment_length": "80"})
-    state = nctl.NCTL(**exp.network, **exp.nctl, depth=8, n_classes=2).state_bytes(10)
-    assert state > 0
-    monkeypatch.setattr(runners, "available_memory", lambda: int(1.5 * state))  # one copy fits, two do not
-    refused = r"nctl needs 2 x .* GB \(the learner and its adapt50 snapshot\) but .* GB is free"
+    learner = nctl.NCTL(**exp.network, **exp.nctl, depth=8, n_classes=2)
+    state, forks = learner.state_bytes(10), learner.fork_bytes(10)
+    assert 0 < forks < state  # a fixed tree's forks are journals: the state but its pool entries
+    monkeypatch.setattr(runners, "available_memory", lambda: int(state + forks / 2))  # the learner fits, its forks not
+    refused = r"nctl needs .* GB \(the learner\) and .* GB for its adapt50 forks but .* GB is free"
     with pytest.raises(SeedsFailed, match=refused) as failed:
         run(exp, [0], tmp_path, progress=False)
     assert isinstance(failed.value.__cause__, MemoryError)
     assert not (config_folder(tmp_path, exp) / "seeds").exists()  # refused before any seed finished
-    run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # one copy: allowed
+    run(exp.replace({"variants": '["frozen"]'}), [0], tmp_path, progress=False)  # no forks: allowed

@@ -8,6 +8,7 @@ import pytest
 
 import nctl
 from nctl.core import engine
+from nctl.learners import engine_learner
 from nctl.streams import synthetic
 
 SMALL = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05)
@@ -308,23 +309,29 @@ def test_fork_reads_as_a_copy_would_and_gives_the_learner_back_exactly(make, n_c
     assert_same_learner(forked, plain)
 
 
-@pytest.mark.parametrize("trained_members", [None, 2], ids=["exact", "bounded"])
-def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_members):
+@pytest.mark.parametrize("trained_members, pool_copy", [(None, "memory"), (2, "memory"), (None, "disk")],
+                         ids=["exact", "bounded", "exact-pool-on-disk"])
+def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_members, pool_copy, monkeypatch):
     """Slots of short segments close within a fork's rows and their blocks go back to the free stack,
     from which the fork's new slots take them for any context. Steps after the fork read those slots
     at contexts the fork's rows need not reach (the rows come from elsewhere in the stream, as adaptation
     rows do), so the journal keeps every block of the slots the fork closes (§6.7). A fork every 7
-    rows, four of them with a pool boundary among their rows (P = 32)."""
+    rows, four of them with a pool boundary among their rows (P = 32), whose journals copy the pool
+    entries, in memory or to a temporary file, and undo reads back the cells the boundary wrote."""
+    monkeypatch.setattr(engine_learner, "POOL_COPY_SHARE", 0.0 if pool_copy == "disk" else np.inf)
+    journals, take = [], engine.journal
+    monkeypatch.setattr(engine, "journal", lambda *args, **kw: journals.append(take(*args, **kw)) or journals[-1])
     X, y = stream_arrays(700)
     make = lambda: nctl.NCTL(**dict(SMALL_NCTL, min_segment=32), trained_members=trained_members)
     forked, plain = make(), make()
-    journaled = 0
     for t in range(0, 140, 7):
         np.testing.assert_array_equal(forked.learn_many(X[t:t + 7], y[t:t + 7]), plain.learn_many(X[t:t + 7], y[t:t + 7]))
         other = (175 + 13 * t) % 600
         with forked.fork(X[other:other + 7], y[other:other + 7]) as adapted:
-            journaled += adapted is forked
-    assert journaled == 20
+            assert adapted is forked
+    pools = [kept.pool for kept in journals if kept.pool is not None]
+    assert len(journals) == 20 and len(pools) == 4
+    assert all(isinstance(rows, np.memmap) == (pool_copy == "disk") for pool in pools for rows in pool)
     np.testing.assert_array_equal(forked.learn_many(X[140:240], y[140:240]), plain.learn_many(X[140:240], y[140:240]))
     assert_same_learner(forked, plain)
 

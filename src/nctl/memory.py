@@ -45,6 +45,12 @@ def rooms() -> list[Room]:
             return []
         return [Room(f"{device.platform} memory", stats["bytes_limit"] - stats.get("bytes_in_use", 0),
                      stats["bytes_limit"])]
+    return host_rooms()
+
+
+def host_rooms() -> list[Room]:
+    """Every bound known on this process's host memory: the host's ``MemAvailable``, the rlimits and the
+    cgroup limits (Linux)."""
     found = rlimit_rooms() + cgroup_rooms()
     available = _proc_bytes("/proc/meminfo", "MemAvailable")
     return found + ([Room("the host's available memory, MemAvailable", available)] if available is not None else [])
@@ -58,6 +64,13 @@ def tightest() -> Room | None:
 def available_memory() -> int | None:
     """Bytes free for new arrays (the ``tightest`` bound's); None when unknown."""
     room = tightest()
+    return None if room is None else max(room.left, 0)
+
+
+def available_host_memory() -> int | None:
+    """Bytes free for new host arrays (the tightest of ``host_rooms``), also where JAX runs on an
+    accelerator; None when unknown."""
+    room = min(host_rooms(), key=lambda room: room.left, default=None)
     return None if room is None else max(room.left, 0)
 
 

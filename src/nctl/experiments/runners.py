@@ -143,17 +143,17 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 
 
 def check_memory(name: str, learner, n_features: int, adapt: bool) -> None:
-    """Refuse, before any training, a learner whose state (twice over with ``adapt``: the learner and
-    an adapt50 snapshot of it) does not fit in free memory, rather than be killed hours into a run."""
+    """Refuse, before any training, a learner whose state (and with ``adapt`` what its adapt50 forks
+    hold beside it) does not fit in free memory, rather than be killed hours into a run."""
     available = available_memory()
     if available is None or not hasattr(learner, "state_bytes"):
         return
-    copies = 2 if adapt else 1
     state = learner.state_bytes(n_features)
-    if copies * state > available:
-        held = "the learner and its adapt50 snapshot" if adapt else "the learner"
+    forks = learner.fork_bytes(n_features) if adapt else 0
+    if state + forks > available:
+        held = f" and {forks / 1e9:.1f} GB for its adapt50 forks" if adapt else ""
         raise MemoryError(
-            f"{name} needs {copies} x {state / 1e9:.1f} GB ({held}) but {available / 1e9:.1f} GB is free; "
+            f"{name} needs {state / 1e9:.1f} GB (the learner){held} but {available / 1e9:.1f} GB is free; "
             "lower network.context_bits or nctl.pool_size, drop the adapt50 variant, or use a machine with "
             "more memory")
 

@@ -100,6 +100,10 @@ class OnlineLearner:
         (nothing is allocated)."""
         return bytes_of(partial(self._fresh_state, n_features))
 
+    def fork_bytes(self, n_features: int) -> int:
+        """Bytes a ``fork`` holds beyond the state, at most: here a copy of the state."""
+        return self.state_bytes(n_features)
+
     def allocate(self, n_features: int) -> None:
         """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
         unchanged, when it does not fit (checked first, and where its allocation fails)."""

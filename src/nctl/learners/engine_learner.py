@@ -16,6 +16,8 @@ from nctl.core.pool import PoolConfig
 from nctl.learners.base import bytes_of
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
+POOL_COPY_SHARE = 0.5  # a fork's copy of the pool entries stays in host memory while it takes at most this share
+# of the host's free memory, else it goes to a temporary file (docs/algorithm.md §6.7)
 
 
 class EngineLearner:
@@ -71,6 +73,15 @@ class EngineLearner:
         if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
             cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
         return bytes_of(partial(self._fresh_state, n_features, cfg))
+
+    def fork_bytes(self, n_features: int) -> int:
+        """Bytes a ``fork`` may hold beyond the state, at most: where the tree grows, a copy of the state;
+        else the journal's, the state but its pool entries (§6.7: a journal copies those to a temporary
+        file where memory is short)."""
+        if self.depth is None:
+            return self.state_bytes(n_features)
+        pool = lambda: self._fresh_state(n_features, self.engine_config(n_features, full=True)).nets.arena.pool_rows
+        return self.state_bytes(n_features) - bytes_of(pool)
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
@@ -138,10 +149,12 @@ class EngineLearner:
         """``OnlineLearner.fork``: the rows are learned by this learner itself, and what they overwrite
         is kept in a journal and put back on leaving the block (docs/algorithm.md §6.7), so a fork costs
         what its rows touch, not a copy of the learner; where a journal cannot serve (the rows would
-        deepen the tree or enlarge a block arena), the fork is a copy."""
+        deepen the tree or enlarge a block arena), the fork is a copy. A journal's copy of the pool
+        entries (where a pool boundary falls among the rows) goes to a temporary file where it would
+        take more than ``POOL_COPY_SHARE`` of the free memory."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
-        kept = engine.journal(self._state, self._cfg, X) if len(X) else None
+        kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk()) if len(X) else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
@@ -154,6 +167,11 @@ class EngineLearner:
         finally:
             self._forked = False
             self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
+
+    def _pool_copy_on_disk(self) -> bool:
+        free = memory.available_host_memory()  # the copy is held on the host, also beside an accelerator
+        pool = sum(rows.nbytes for rows in self._state.nets.arena.pool_rows)
+        return free is not None and pool > POOL_COPY_SHARE * free
 
     def _predict(self, X):
         return engine.predict(self.state_, self.cfg_, X)

@@ -13,7 +13,8 @@ contract:
 * ``predict(state, cfg, X)``: frozen predictions; the state never changes;
 * ``learn_then_predict(state, cfg, X, Y, z)``: ``learn``, then ``predict`` of one row, in one compiled
   call where possible (the river path, §6.9);
-* ``journal(state, cfg, X)`` and ``undo(state, journal)``: learn a few rows and give the state back (forks);
+* ``journal(state, cfg, X, on_disk)`` and ``undo(state, journal)``: learn a few rows and give the state back
+  (forks; ``on_disk``: the pool entries' copy goes to a temporary file);
 * ``reserve(state, cfg, n_steps)``: a growing tree's arenas sized now for its first ``n_steps`` steps.
 
 The state is always *prepared*: the boundary of the next step (closing segments, pool updates,

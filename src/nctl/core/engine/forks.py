@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from functools import partial
 from typing import NamedTuple
 
@@ -17,23 +18,27 @@ from nctl.core.engine.state import State
 
 
 class Journal(NamedTuple):
-    """What learning a few rows overwrites, kept to undo it: the state but its block arenas (copies; also
-    without the pool entries and the records' arrays where no pool boundary falls among the rows), and
-    per layer the blocks those rows may overwrite: those they train in place, and those of the slots they
-    close (``ids`` [nets, B], padded with the layer's block count; ``rows`` [nets, B, W, width])."""
+    """What learning a few rows overwrites, kept to undo it: the state but its arenas (copies; also
+    without the records' arrays where no pool boundary falls among the rows); per layer the blocks
+    those rows may overwrite: those they train in place, and those of the slots they close (``ids``
+    [nets, B], padded with the layer's block count; ``rows`` [nets, B, W, width]); and, where a pool
+    boundary falls among the rows, the pool entries' rows (``pool``: per layer a host array [nets, N_i,
+    C, E, width], in memory or mapped from a temporary file)."""
 
     small: State
     ids: tuple
     rows: tuple
+    pool: tuple | None
 
 
 GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d z_d| may fall either way
 
 
-def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
+def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False) -> Journal | None:
     """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
     after it; None where learning the rows must be done on a copy instead: where they would enlarge the
-    tree or a block arena."""
+    tree or a block arena. ``on_disk``: a pool boundary's copy of the pool entries goes to a temporary
+    file rather than to memory."""
     T, n = int(state.schedule.t), X.shape[0]
     boundaries = (T + n - 1) // cfg.chunk - (T - 1) // cfg.chunk  # steps t = 0 mod P among the rows
     grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
@@ -64,7 +69,25 @@ def journal(state: State, cfg: EngineConfig, X) -> Journal | None:
             padded[i, :len(t)] = t
         ids.append(jnp.asarray(padded))
         rows.append(_gather_blocks(nets.arena.blocks[layer], ids[-1]))
-    return Journal(jax.tree.map(jnp.copy, _without_arenas(state, boundaries > 0)), tuple(ids), tuple(rows))
+    pool = _copy_pool(nets.arena.pool_rows, on_disk) if boundaries else None
+    return Journal(jax.tree.map(jnp.copy, _without_arenas(state, boundaries > 0)), tuple(ids), tuple(rows), pool)
+
+
+def _copy_pool(pool_rows: tuple, on_disk: bool) -> tuple:
+    """Host copies of every layer's pool rows [nets, N_i, C, E, width], filled one class network at a
+    time so that no more than one network's rows are in flight: arrays, or maps of a temporary file
+    (deleted when its map goes)."""
+    copies = []
+    for rows in pool_rows:
+        if on_disk:
+            with tempfile.TemporaryFile(prefix="nctl-pool-") as file:  # the map keeps the file open
+                copy = np.memmap(file, dtype=rows.dtype, mode="w+", shape=rows.shape)
+        else:
+            copy = np.empty(rows.shape, rows.dtype)
+        for i in range(rows.shape[0]):
+            copy[i] = jax.device_get(rows[i])
+        copies.append(copy)
+    return tuple(copies)
 
 
 @jax.jit
@@ -102,25 +125,57 @@ def _gather_blocks(blocks, ids):
 
 def _without_arenas(state: State, boundary: bool) -> State:
     """``state`` without the arrays a journal does not copy: the blocks (restored from the journal's
-    rows) and, unless a pool ``boundary`` falls among the rows, the pool entries (written at boundaries
-    only) and the records' arrays (written, until a boundary, in the rows it reserved, which no
-    reservoir held)."""
-    state = state._replace(nets=state.nets.with_arena(blocks=None))
+    rows), the pool entries (written at boundaries only, restored from the journal's pool copy) and,
+    unless a pool ``boundary`` falls among the rows, the records' arrays (written, until a boundary, in
+    the rows it reserved, which no reservoir held)."""
+    nets = state.nets.with_arena(blocks=None, pool_rows=None)
     if boundary:
-        return state
-    nets = state.nets.with_arena(pool_rows=None)._replace(hidden=None, record_contexts=None)
+        return state._replace(nets=nets)
+    nets = nets._replace(hidden=None, record_contexts=None)
     return state._replace(nets=nets, records=state.records._replace(z=None, y=None))
 
 
-@partial(jax.jit, donate_argnums=(0,))
 def undo(state: State, journal: Journal) -> State:
     """``state`` as it was when ``journal`` was taken, from the state after the rows were learned (§6.7)."""
+    written = None if journal.pool is None else np.nonzero(np.asarray(
+        state.nets.pool.order != journal.small.nets.pool.order))  # (net, entry, neuron) before state is donated
+    state = _undo(state, journal.small, journal.ids, journal.rows)
+    if written is None:
+        return state
+    restored, offset = [], 0
+    for rows, copy in zip(state.nets.arena.pool_rows, journal.pool):
+        restored.append(_put_back(rows, copy, written, offset))
+        offset += copy.shape[1]
+    return state._replace(nets=state.nets.with_arena(pool_rows=tuple(restored)))
+
+
+def _put_back(rows, copy: np.ndarray, written: tuple, offset: int):
+    """A layer's pool rows ``rows`` [nets, N_i, C, E, width] (the layer's neurons from ``offset``) with
+    the cells ``written`` (net, entry, neuron) read back from ``copy``: only the cells a boundary wrote
+    are read, one class network, neuron and entry's C rows each."""
+    net, entry, neuron = written
+    mine = (neuron >= offset) & (neuron < offset + copy.shape[1])
+    net, entry, neuron = net[mine], entry[mine], neuron[mine] - offset
+    if not len(net):
+        return rows
+    cells = copy[net, neuron, :, entry]  # [K, C, width]
+    size = 1 << (len(net) - 1).bit_length()  # one compiled shape per power of two
+    pad = lambda a, fill: np.concatenate([a, np.full((size - len(a),) + a.shape[1:], fill, a.dtype)])
+    return _put_cells(rows, pad(net, copy.shape[0]), pad(neuron, 0), pad(entry, 0), pad(cells, 0))
+
+
+@partial(jax.jit, donate_argnums=(0,))
+def _put_cells(rows, net, neuron, entry, cells):
+    return rows.at[net, neuron, :, entry].set(cells, mode="drop")  # padding: net out of range, dropped
+
+
+@partial(jax.jit, donate_argnums=(0,))
+def _undo(state: State, small: State, ids: tuple, rows: tuple) -> State:
     blocks = tuple(jax.vmap(lambda b, i, r: b.at[i].set(r, mode="drop"))(b, i, r)
-                   for b, i, r in zip(state.nets.arena.blocks, journal.ids, journal.rows))
-    small = journal.small
-    nets, records = small.nets.with_arena(blocks=blocks), small.records
-    if nets.arena.pool_rows is None:  # no pool boundary among the rows: what it alone writes was not copied
-        nets = nets.with_arena(pool_rows=state.nets.arena.pool_rows)._replace(
-            hidden=state.nets.hidden, record_contexts=state.nets.record_contexts)
+                   for b, i, r in zip(state.nets.arena.blocks, ids, rows))
+    nets = small.nets.with_arena(blocks=blocks, pool_rows=state.nets.arena.pool_rows)
+    records = small.records
+    if nets.hidden is None:  # no pool boundary among the rows: what it alone writes was not copied
+        nets = nets._replace(hidden=state.nets.hidden, record_contexts=state.nets.record_contexts)
         records = records._replace(z=state.records.z, y=state.records.y)
     return small._replace(nets=nets, records=records)
