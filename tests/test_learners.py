@@ -317,21 +317,27 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
     at contexts the fork's rows need not reach (the rows come from elsewhere in the stream, as adaptation
     rows do), so the journal keeps every block of the slots the fork closes (§6.7). A fork every 7
     rows, four of them with a pool boundary among their rows (P = 32), whose journals copy the pool
-    entries, in memory or to a temporary file, and undo reads back the cells the boundary wrote."""
+    entries, in memory or to a temporary file, and undo reads back the cells the boundary wrote; a
+    file serves every fork from the same state."""
     monkeypatch.setattr(engine_learner, "POOL_COPY_SHARE", 0.0 if pool_copy == "disk" else np.inf)
     journals, take = [], engine.journal
     monkeypatch.setattr(engine, "journal", lambda *args, **kw: journals.append(take(*args, **kw)) or journals[-1])
     X, y = stream_arrays(700)
     make = lambda: nctl.NCTL(**dict(SMALL_NCTL, min_segment=32), trained_members=trained_members)
     forked, plain = make(), make()
+    forks = 2 if pool_copy == "disk" else 1  # the second fork from the same state reuses the first's file
     for t in range(0, 140, 7):
         np.testing.assert_array_equal(forked.learn_many(X[t:t + 7], y[t:t + 7]), plain.learn_many(X[t:t + 7], y[t:t + 7]))
-        other = (175 + 13 * t) % 600
-        with forked.fork(X[other:other + 7], y[other:other + 7]) as adapted:
-            assert adapted is forked
+        for fork in range(forks):
+            other = (175 + 13 * t + 50 * fork) % 600
+            with forked.fork(X[other:other + 7], y[other:other + 7]) as adapted:
+                assert adapted is forked
     pools = [kept.pool for kept in journals if kept.pool is not None]
-    assert len(journals) == 20 and len(pools) == 4
+    assert len(journals) == 20 * forks and len(pools) == 4 * forks
     assert all(isinstance(rows, np.memmap) == (pool_copy == "disk") for pool in pools for rows in pool)
+    if pool_copy == "disk":
+        assert all(second is first for first, second in zip(pools[::2], pools[1::2]))
+        assert len({id(pool) for pool in pools}) == 4  # a state that learned since copies its pool anew
     np.testing.assert_array_equal(forked.learn_many(X[140:240], y[140:240]), plain.learn_many(X[140:240], y[140:240]))
     assert_same_learner(forked, plain)
 

@@ -4,6 +4,7 @@ neurons) and ``nctl.NCTLRegressor`` (Gaussian neurons)."""
 
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from functools import partial
 
@@ -28,6 +29,7 @@ class EngineLearner:
 
     _memory_remedy = "lower context_bits, layer_sizes or pool_size, or give the process more memory"
     _reserved_steps = 0  # a growing tree's arenas hold at least this many steps (``reserve``)
+    _pool_file = None  # (a fork's pool copy in a temporary file, weak references to the pool rows it copies)
 
     def _pool_config(self) -> PoolConfig:
         return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),
@@ -154,7 +156,8 @@ class EngineLearner:
         take more than ``POOL_COPY_SHARE`` of the free memory."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
-        kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk()) if len(X) else None
+        kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
+                              pool=self._pool_file_of_state()) if len(X) else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
@@ -167,6 +170,20 @@ class EngineLearner:
         finally:
             self._forked = False
             self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
+            if kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # kept for the next fork from here
+                self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self._state.nets.arena.pool_rows)
+
+    def _pool_file_of_state(self):
+        """The pool copy in a file that an earlier fork took of the pool rows the state holds now, or
+        None: JAX arrays are immutable, so the same array objects hold the same rows; learning donates
+        them and holds new ones. A copy in memory is not kept, to leave the memory to learning."""
+        if self._pool_file is None:
+            return None
+        copy, refs = self._pool_file
+        if all(ref() is rows for ref, rows in zip(refs, self._state.nets.arena.pool_rows)):
+            return copy
+        self._pool_file = None  # the file goes with its last map
+        return None
 
     def _pool_copy_on_disk(self) -> bool:
         free = memory.available_host_memory()  # the copy is held on the host, also beside an accelerator

@@ -34,11 +34,12 @@ class Journal(NamedTuple):
 GATE_TOLERANCE = 1e-4  # a gate whose margin is within this share of sum_d |v_d z_d| may fall either way
 
 
-def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False) -> Journal | None:
+def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False, pool: tuple | None = None) -> Journal | None:
     """The journal of ``learn(state, cfg, X, ...)`` (§6.7), so that ``undo`` can give ``state`` back
     after it; None where learning the rows must be done on a copy instead: where they would enlarge the
     tree or a block arena. ``on_disk``: a pool boundary's copy of the pool entries goes to a temporary
-    file rather than to memory."""
+    file rather than to memory; ``pool``: such a copy of these very pool rows (an earlier journal's,
+    whose undo gave them back), taken instead of a new one."""
     T, n = int(state.schedule.t), X.shape[0]
     boundaries = (T + n - 1) // cfg.chunk - (T - 1) // cfg.chunk  # steps t = 0 mod P among the rows
     grows = T + n > 2**cfg.max_depth or arenas_outgrown(cfg, T + n)  # (monotone in t: the last step decides)
@@ -69,7 +70,7 @@ def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False) -> Journa
             padded[i, :len(t)] = t
         ids.append(jnp.asarray(padded))
         rows.append(_gather_blocks(nets.arena.blocks[layer], ids[-1]))
-    pool = _copy_pool(nets.arena.pool_rows, on_disk) if boundaries else None
+    pool = (pool or _copy_pool(nets.arena.pool_rows, on_disk)) if boundaries else None
     return Journal(jax.tree.map(jnp.copy, _without_arenas(state, boundaries > 0)), tuple(ids), tuple(rows), pool)
 
 
