@@ -28,6 +28,7 @@ TINY = {
     "permuted-mnist-deskewed-c256-lr0.003-bounded": PERMUTED_TINY,
     "permuted-mnist-deskewed-c512-lr0.003-bounded2": PERMUTED_TINY,
     "permuted-mnist-deskewed-c1024-lr0.005-bounded1": PERMUTED_TINY,
+    "permuted-mnist-deskewed-c1024-lr0.005-bounded1-adapt50": PERMUTED_TINY,
     "free-split-backward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-forward": {"conditions": "[0, 1]", "window": "20"},
     "free-split-oracles": {"stream_args.n_steps": "250"},
@@ -50,7 +51,9 @@ VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "pe
             "permuted-mnist-c256-bounded": "permuted-mnist",
             "permuted-mnist-deskewed-c256-lr0.003-bounded": "permuted-mnist",
             "permuted-mnist-deskewed-c512-lr0.003-bounded2": "permuted-mnist",
-            "permuted-mnist-deskewed-c1024-lr0.005-bounded1": "permuted-mnist", "mnist-gln-deskewed": "mnist-gln"}
+            "permuted-mnist-deskewed-c1024-lr0.005-bounded1": "permuted-mnist",
+            "permuted-mnist-deskewed-c1024-lr0.005-bounded1-adapt50": "permuted-mnist",
+            "mnist-gln-deskewed": "mnist-gln"}
 
 
 def test_every_experiment_has_a_tiny_setting():

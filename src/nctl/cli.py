@@ -83,6 +83,7 @@ SEED_DURATION = {"demo": "1 min", "split-mnist": "15 min", "split-mnist-deskewed
                  "permuted-mnist-deskewed-c256-lr0.003-bounded": "70 min",
                  "permuted-mnist-deskewed-c512-lr0.003-bounded2": "60 min",
                  "permuted-mnist-deskewed-c1024-lr0.005-bounded1": "55-105 min",
+                 "permuted-mnist-deskewed-c1024-lr0.005-bounded1-adapt50": "1-2 h",
                  "permuted-mnist-c256-bounded": "hours", "permuted-mnist-reduced": "30-50 min",
                  "free-split-backward": "1-2 min", "free-split-forward": "1-2 min", "free-split-oracles": "1 min",
                  "elec2-5": "10 min", "elec2-8": "10 min", "mnist-gln": "20 s", "mnist-gln-deskewed": "2.5 min",

@@ -210,6 +210,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(an adapt50 fork across a pool boundary keeps a copy of the pool: 2 x 13.2 GB)",
             deskewed=True, trained_members=1, context_bits=10, learning_rate=0.005, variants=("frozen",)),
         _permuted_bounded(
+            "permuted-mnist-deskewed-c1024-lr0.005-bounded1-adapt50",
+            "Permuted MNIST at the full protocol on deskewed digits, 2^10 contexts, lr 0.005, bounded mode (1 trained "
+            "member), both evaluations (a fork across a pool boundary copies the pool to a temporary file)",
+            deskewed=True, trained_members=1, context_bits=10, learning_rate=0.005),
+        _permuted_bounded(
             "permuted-mnist-c256-bounded",
             "Permuted MNIST at the full protocol on plain pixels, 2^8 contexts, lr 0.01 (its GLN's best), bounded "
             "mode (4 trained members)",
