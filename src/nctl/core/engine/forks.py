@@ -75,19 +75,23 @@ def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False, pool: tup
 
 
 def _copy_pool(pool_rows: tuple, on_disk: bool) -> tuple:
-    """Host copies of every layer's pool rows [nets, N_i, C, E, width], filled one class network at a
-    time so that no more than one network's rows are in flight: arrays, or maps of a temporary file
-    (deleted when its map goes)."""
+    """Host copies of every layer's pool rows [nets, N_i, C, E, width], taken one class network at a
+    time so that no more than one network's rows are in flight: arrays, or read-only maps of a temporary
+    file (deleted when its map goes). The file is written, not written through its map, so the copy
+    passes through the page cache and only the cells an undo reads back are mapped into the process."""
     copies = []
     for rows in pool_rows:
-        if on_disk:
-            with tempfile.TemporaryFile(prefix="nctl-pool-") as file:  # the map keeps the file open
-                copy = np.memmap(file, dtype=rows.dtype, mode="w+", shape=rows.shape)
-        else:
+        if not on_disk:
             copy = np.empty(rows.shape, rows.dtype)
-        for i in range(rows.shape[0]):
-            copy[i] = jax.device_get(rows[i])
-        copies.append(copy)
+            for i in range(rows.shape[0]):
+                copy[i] = jax.device_get(rows[i])
+            copies.append(copy)
+            continue
+        with tempfile.TemporaryFile(prefix="nctl-pool-") as file:  # the map keeps the file open
+            for i in range(rows.shape[0]):
+                file.write(np.ascontiguousarray(jax.device_get(rows[i])).data)
+            file.flush()
+            copies.append(np.memmap(file, dtype=rows.dtype, mode="r", shape=rows.shape))
     return tuple(copies)
 
 
