@@ -77,22 +77,26 @@ def journal(state: State, cfg: EngineConfig, X, on_disk: bool = False, pool: tup
 def _copy_pool(pool_rows: tuple, on_disk: bool) -> tuple:
     """Host copies of every layer's pool rows [nets, N_i, C, E, width], taken one class network at a
     time so that no more than one network's rows are in flight: arrays, or read-only maps of a temporary
-    file (deleted when its map goes). The file is written, not written through its map, so the copy
-    passes through the page cache and only the cells an undo reads back are mapped into the process."""
-    copies = []
-    for rows in pool_rows:
-        if not on_disk:
-            copy = np.empty(rows.shape, rows.dtype)
-            for i in range(rows.shape[0]):
-                copy[i] = jax.device_get(rows[i])
-            copies.append(copy)
-            continue
-        with tempfile.TemporaryFile(prefix="nctl-pool-") as file:  # the map keeps the file open
-            for i in range(rows.shape[0]):
-                file.write(np.ascontiguousarray(jax.device_get(rows[i])).data)
-            file.flush()
-            copies.append(np.memmap(file, dtype=rows.dtype, mode="r", shape=rows.shape))
-    return tuple(copies)
+    file (``_file_copy``)."""
+    return tuple((_file_copy if on_disk else _memory_copy)(rows) for rows in pool_rows)
+
+
+def _memory_copy(rows) -> np.ndarray:
+    copy = np.empty(rows.shape, rows.dtype)
+    for i in range(rows.shape[0]):
+        copy[i] = jax.device_get(rows[i])
+    return copy
+
+
+def _file_copy(rows) -> np.memmap:
+    """``rows`` written to a temporary file (deleted when its map goes) and mapped read-only: written, not
+    filled through the map, so the copy passes through the page cache and only the cells an undo reads
+    back are mapped into the process."""
+    with tempfile.TemporaryFile(prefix="nctl-pool-") as file:  # the map keeps the file open
+        for i in range(rows.shape[0]):
+            file.write(np.ascontiguousarray(jax.device_get(rows[i])).data)
+        file.flush()
+        return np.memmap(file, dtype=rows.dtype, mode="r", shape=rows.shape)
 
 
 @jax.jit
