@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -64,8 +65,10 @@ NCTL_CLONES float Predict(const float* row, const float* u, int64_t k, float eps
   return Squash(SumProducts(row, u, k), eps);
 }
 
-// A row's kAccumulators partial sums as one value (one register with AVX-512, two with AVX2).
-typedef float Partials __attribute__((vector_size(kAccumulators * sizeof(float))));
+// Half of a row's kAccumulators partial sums as one value (one register with AVX2). Halves, not one
+// value of all sixteen: GCC moves a value wider than the target's registers through memory at every
+// addition (the AVX2 clone took 2.5 times as long on rows in cache).
+typedef float Half __attribute__((vector_size(kAccumulators / 2 * sizeof(float))));
 
 // Predict of `n` rows on the same u at once: their partial sums are n independent chains of additions,
 // which the processor overlaps where one row's chain waits on each addition; each row is summed in
@@ -75,23 +78,29 @@ typedef float Partials __attribute__((vector_size(kAccumulators * sizeof(float))
 template <int n>
 NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64_t k, float eps, float* q,
                                  const float* ahead = nullptr) {
+  constexpr int64_t kHalf = kAccumulators / 2;
   float total[n] = {};
   int64_t i = 0;
   if (k >= kAccumulators) {
-    Partials partial[n] = {};
+    Half low[n] = {}, high[n] = {};  // partial sums 0 .. 7 and 8 .. 15
     for (; i + kAccumulators <= k; i += kAccumulators) {
       if (ahead)
         for (int r = 0; r < n; ++r) __builtin_prefetch(ahead + r * k + i, 0, 3);
-      Partials x;
-      std::memcpy(&x, u + i, sizeof x);
+      Half x_low, x_high;
+      std::memcpy(&x_low, u + i, sizeof x_low);
+      std::memcpy(&x_high, u + i + kHalf, sizeof x_high);
       for (int r = 0; r < n; ++r) {
-        Partials a;
-        std::memcpy(&a, rows[r] + i, sizeof a);
-        partial[r] += a * x;
+        Half a_low, a_high;
+        std::memcpy(&a_low, rows[r] + i, sizeof a_low);
+        std::memcpy(&a_high, rows[r] + i + kHalf, sizeof a_high);
+        low[r] += a_low * x_low;
+        high[r] += a_high * x_high;
       }
     }
-    for (int r = 0; r < n; ++r)
-      for (int j = 0; j < kAccumulators; ++j) total[r] += partial[r][j];
+    for (int r = 0; r < n; ++r) {
+      for (int j = 0; j < kHalf; ++j) total[r] += low[r][j];
+      for (int j = 0; j < kHalf; ++j) total[r] += high[r][j];
+    }
   }
   for (int r = 0; r < n; ++r) {
     for (int64_t t = i; t < k; ++t) total[r] += rows[r][t] * u[t];
@@ -377,27 +386,25 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
     for (int64_t g = 0; g < nets; ++g)
       for (int64_t r = 0; r < R; ++r) inputs(g, Id.at(g)[r], shared.data() + (g * R + r) * K);
   }
-  // item = (net, neuron, context): the records at one context read the same rows, which stay in cache
-  // from one record to the next
-  auto one_context = [&](int64_t item) {
-    const int64_t g = item / (B * C), b = item / C % B, c = item % C;
+  // item = (net, neuron): its records taken in the order of their contexts, so that the records at one
+  // context read the same rows, which stay in cache from one record to the next
+  auto one_neuron = [&](int64_t item) {
+    const int64_t g = item / B, b = item % B;
     const int64_t n = Neuron.at(g)[b];
     if (n < 0 || n >= N) return;
-    const float* stored = Pool.at(g) + (n * C + c) * E * K;  // the neuron's entries at this context
     const int32_t* entry = Entry.at(g) + b * J;
+    std::vector<int64_t> context(R), order(R);
+    for (int64_t r = 0; r < R; ++r) context[r] = std::clamp<int64_t>(Context.at(g)[b * R + r], 0, C - 1);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t r, int64_t s) { return context[r] < context[s]; });
     std::vector<float> own(ids_rank == 2 ? K : 0), computed(J + M);
-    std::vector<const float*> row(J + M);  // the pool entries first (the same for every record), then members
+    std::vector<const float*> row(J + M);  // the pool entries first, then the members
     std::vector<int64_t> column(J + M);  // where each computed row's q goes
-    for (int64_t j = 0; j < J; ++j) {
-      row[j] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
-      column[j] = j;
-    }
-    for (int64_t r = 0; r < R; ++r) {
-      if (std::clamp<int64_t>(Context.at(g)[b * R + r], 0, C - 1) != c) continue;
-      const float* u = shared.data() + (g * R + r) * K;
-      if (ids_rank == 2) {
-        inputs(g, Id.at(g)[b * R + r], own.data());
-        u = own.data();
+    for (int64_t r : order) {
+      const float* stored = Pool.at(g) + (n * C + context[r]) * E * K;  // the neuron's entries at this context
+      for (int64_t j = 0; j < J; ++j) {
+        row[j] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
+        column[j] = j;
       }
       int64_t count = J;
       for (int64_t m = 0; m < M; ++m) {
@@ -408,12 +415,17 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
                                   : stored + std::min<int64_t>(-2 - code, E - 1) * K;
         column[count++] = J + m;
       }
+      const float* u = shared.data() + (g * R + r) * K;
+      if (ids_rank == 2) {
+        inputs(g, Id.at(g)[b * R + r], own.data());
+        u = own.data();
+      }
       PredictMany(row.data(), count, u, K, prob_eps, computed.data());
       float* q_out = out + ((g * B + b) * R + r) * (J + M);
-      for (int64_t i = 0; i < count; ++i) q_out[column[i]] = computed[i];
+      for (int64_t j = 0; j < count; ++j) q_out[column[j]] = computed[j];
     }
   };
-  ParallelFor(threads, nets * B * C, products, one_context);  // a refine test's few rows: on the caller
+  ParallelFor(threads, nets * B, products, one_neuron);  // a refine test's few rows: on the caller
   return ffi::Error::Success();
 }
 
