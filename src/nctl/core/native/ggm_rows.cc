@@ -67,7 +67,7 @@ NCTL_CLONES float Predict(const float* row, const float* u, int64_t k, float eps
 
 // Half of a row's kAccumulators partial sums as one value (one register with AVX2). Halves, not one
 // value of all sixteen: GCC moves a value wider than the target's registers through memory at every
-// addition (the AVX2 clone took 2.5 times as long on rows in cache).
+// addition.
 typedef float Half __attribute__((vector_size(kAccumulators / 2 * sizeof(float))));
 
 // Predict of `n` rows on the same u at once: their partial sums are n independent chains of additions,
@@ -400,12 +400,10 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
     std::vector<float> own(ids_rank == 2 ? K : 0), computed(J + M);
     std::vector<const float*> row(J + M);  // the pool entries first, then the members
     std::vector<int64_t> column(J + M);  // where each computed row's q goes
+    std::iota(column.begin(), column.begin() + J, 0);
     for (int64_t r : order) {
       const float* stored = Pool.at(g) + (n * C + context[r]) * E * K;  // the neuron's entries at this context
-      for (int64_t j = 0; j < J; ++j) {
-        row[j] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
-        column[j] = j;
-      }
+      for (int64_t j = 0; j < J; ++j) row[j] = stored + std::clamp<int64_t>(entry[j], 0, E - 1) * K;
       int64_t count = J;
       for (int64_t m = 0; m < M; ++m) {
         if (!Scored.at(g)[m * B + b]) continue;
