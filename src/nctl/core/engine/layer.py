@@ -50,7 +50,9 @@ class Lanes(NamedTuple):
 @jax.named_scope("layer_pass")
 def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
     """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
-    learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q)."""
+    learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q, logq):
+    ``logq`` [S, M, N_i] the members' ``log q(x)`` where the layer scores its pool entries once (bounded
+    mode, learning), else None."""
     shape = cfg.layers[layer]
     W, S = cfg.pool.lanes, cfg.slots
     neurons = jnp.arange(shape.neurons)
@@ -79,8 +81,8 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         stamps = net.arena.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
         net = net.with_arena(stamps=put(net.arena.stamps, layer, stamps.reshape(shape.blocks, W)))
     if whole:
-        return net, jnp.moveaxis(q, 2, 1)
-    return net, source_predictions(net, layer, cfg, contexts, u, q, member, current, live, learn)
+        return net, jnp.moveaxis(q, 2, 1), None
+    return net, *source_predictions(net, layer, cfg, contexts, u, x, q, member, current, live, learn)
 
 
 def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, lanes: Lanes,
@@ -163,34 +165,51 @@ def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
 
 
 @jax.named_scope("source_predictions")
-def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, q, member, current, live, learn: bool):
+def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, x, q, member, current, live, learn: bool):
     """The lanes' predictions ``q`` [S, N_i, W] completed to every member, [S, M, N_i] (each prediction
-    ``rows.prediction_shape``, trailing; so in every shape here): members without a
-    lane, and (when predicting) lanes not trained in their slot's block yet, predict with their source
-    row; each pool entry is predicted once per step. Bounded mode, and large layers' frozen predictions
-    (§6.2, §6.6)."""
+    ``rows.prediction_shape``, trailing; so in every shape here): members without a lane, and (when
+    predicting) lanes not trained in their slot's block yet, predict with their source row; each pool
+    entry is predicted once per step. When learning, also the members' ``log q(x)`` [S, M, N_i], each
+    pool entry's taken once too (the same values as those of the completed predictions). Bounded mode,
+    and large layers' frozen predictions (§6.2, §6.6)."""
     shape = cfg.layers[layer]
-    k, S = cfg.pool.capacity, cfg.slots
+    k = cfg.pool.capacity
     neurons = jnp.arange(shape.neurons)
-    positions = jnp.arange(S)[:, None]
     kernel = uses_kernel(cfg, shape)
     q_entries = entry_predictions(cfg, net.arena.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
     source = jnp.moveaxis(net.slots.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
-    q_sources = q_entries[neurons[None, :, None], jnp.maximum(source, 0)]
-    stored = jnp.where(per_prediction(cfg, source >= 0), q_sources, q_fresh)
-    ps = cfg.rows.prediction_shape
-    frozen = jnp.concatenate([stored, jnp.broadcast_to(q_fresh, (S, shape.neurons, 1) + ps)], axis=2)  # [S, N_i, M]
+    frozen = _frozen_members(q_entries, q_fresh, source)
     if not learn:  # lanes not trained in this slot's block yet read their sources
         current = current & live[:, None, None]
         sources = jnp.take_along_axis(frozen, per_prediction(cfg, jnp.clip(member, 0, k)), axis=2)
         q = jnp.where(per_prediction(cfg, current), q, sources)
-    # each lane's prediction to its member (a node's lanes hold distinct members), by one flat index: a
-    # lane without a member is dropped past the array's end, where an index past the member axis alone
-    # would be wrapped into the next slot's first member by XLA:GPU's deterministic scatter (§6.9)
-    M = k + 1
-    flat = (positions[..., None] * shape.neurons + neurons[None, :, None]) * M + member  # [S, N_i, W]
-    index = unique_or_drop(flat, member >= 0, S * shape.neurons * M)
-    q_members = frozen.reshape((-1,) + ps).at[index.reshape(-1)].set(q.reshape((-1,) + ps), mode="drop",
-                                                                     unique_indices=True)
-    return jnp.moveaxis(q_members.reshape(frozen.shape), 2, 1)
+        return _with_lanes(frozen, q, member), None
+    log_frozen = _frozen_members(cfg.rows.log_likelihood(q_entries, x), cfg.rows.log_likelihood(q_fresh, x), source)
+    return _with_lanes(frozen, q, member), _with_lanes(log_frozen, cfg.rows.log_likelihood(q, x), member)
+
+
+def _frozen_members(entries, fresh, source):
+    """Every member's value from its source: ``entries`` [N_i, E, *v] of the pool entries, ``fresh`` [*v]
+    of the fresh model (members 0..k-1 without an entry, and member k); ``source`` [S, N_i, k] ->
+    [S, N_i, M, *v]."""
+    S, N, _ = source.shape
+    trailing = (1,) * fresh.ndim
+    stored = entries[jnp.arange(N)[None, :, None], jnp.maximum(source, 0)]
+    stored = jnp.where((source >= 0).reshape(source.shape + trailing), stored, fresh)
+    return jnp.concatenate([stored, jnp.broadcast_to(fresh, (S, N, 1) + fresh.shape)], axis=2)
+
+
+def _with_lanes(frozen, lanes, member):
+    """``frozen`` [S, N_i, M, *v] with each lane's value ``lanes`` [S, N_i, W, *v] put at its member,
+    moved to [S, M, N_i, *v]."""
+    # by one flat index: a lane without a member is dropped past the array's end, where an index past the
+    # member axis alone would be wrapped into the next slot's first member by XLA:GPU's deterministic
+    # scatter (§6.9); a node's lanes hold distinct members
+    S, N, M = frozen.shape[:3]
+    value = frozen.shape[3:]
+    flat = (jnp.arange(S)[:, None, None] * N + jnp.arange(N)[None, :, None]) * M + member  # [S, N_i, W]
+    index = unique_or_drop(flat, member >= 0, S * N * M)
+    members = frozen.reshape((-1,) + value).at[index.reshape(-1)].set(lanes.reshape((-1,) + value), mode="drop",
+                                                                      unique_indices=True)
+    return jnp.moveaxis(members.reshape(frozen.shape), 2, 1)

@@ -27,12 +27,12 @@ class Forward(NamedTuple):
     p: jax.Array  # output neuron's prediction (shaped rows.prediction_shape)
     hidden: jax.Array  # [H] inputs of layers 2..L as a record keeps them (the step's record)
     contexts: jax.Array  # [N] every neuron's context (the step's record)
-    q: tuple  # per layer [S, M, N_i, *rows.prediction_shape] member predictions
+    logq: tuple  # per layer [S, M, N_i] the members' log q(x) when learning (else empty)
 
 
 def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool) -> Forward:
     """Every layer in order: member predictions, neuron outputs ``p`` mixed from them by the posteriors
-    (``rows.mix``, §4.2), and, when learning, every trained row's update."""
+    (``rows.mix``, §4.2), and, when learning, every trained row's update and every member's ``log q(x)``."""
     post = posterior(net, sched, cfg)
     if cfg.pool.bounded:
         lanes, since = assign_lanes(net, sched, cfg)
@@ -40,23 +40,24 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
     contexts = gating.contexts(net.gates, z)
     u = cfg.rows.base_inputs(z)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None]
-    hidden, qs = [], []
+    hidden, logqs = [], []
     for index, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         if index:
             hidden.append(cfg.rows.input_values(u))
-        net, q = layer_pass(net, index, cfg, sched, contexts[cols], u, x, learn)
+        net, q, logq = layer_pass(net, index, cfg, sched, contexts[cols], u, x, learn)
         p = cfg.rows.mix(post.alpha[:, :, cols], post.mass[:, cols], q, live)
-        qs.append(q)
+        if learn:
+            logqs.append(cfg.rows.log_likelihood(q, x) if logq is None else logq)
         u = cfg.rows.layer_inputs(p)
     hidden = jnp.concatenate(hidden) if hidden else jnp.zeros(0, jnp.float32)
-    return Forward(net, p[0], hidden, contexts, tuple(qs))
+    return Forward(net, p[0], hidden, contexts, tuple(logqs))
 
 
 def _learn_net(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig):
     out = forward(net, sched, z, x, cfg, learn=True)
     live = (jnp.arange(cfg.slots) < sched.size)[:, None, None]
-    logq = [jnp.where(live, cfg.rows.log_likelihood(q, x), 0.0) for q in out.q]
+    logq = [jnp.where(live, layer_logq, 0.0) for layer_logq in out.logq]
 
     def per_layer(loglik):  # on a CPU a concatenation kept XLA from vectorising the update
         for shape, layer_logq in zip(cfg.layers, logq):
