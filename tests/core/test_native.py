@@ -212,6 +212,41 @@ def test_many_neurons_pool_entries_are_predicted_by_the_threads_as_gathered_rows
         np.testing.assert_allclose(np.asarray(got[g]), want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_member_values_are_the_sources_and_the_lanes_values(dtype):
+    """Each member's value (§6.2): its source entry's, the fresh model's where it has none (and member
+    k's), its lane's where one trains it; for one network and for class networks under vmap (the entries
+    and lanes apart, the fresh value shared), against the loops written out."""
+    rng = np.random.default_rng(11)
+    nets, slots, k, columns, offset, neurons, E, lanes = 3, 4, 5, 9, 2, 6, 7, 3
+    entries = rng.normal(size=(nets, neurons, E)).astype(dtype)
+    fresh = dtype(0.25)
+    source = rng.integers(-1, E, (nets, slots, k, columns)).astype(np.int32)
+    values = rng.normal(size=(nets, slots, neurons, lanes)).astype(dtype)
+    member = np.stack([[[rng.permutation(k + 1)[:lanes] for _ in range(neurons)] for _ in range(slots)]
+                       for _ in range(nets)]).astype(np.int32)
+    member[rng.random(member.shape) < 0.3] = -1
+
+    def expected(g):
+        out = np.full((slots, k + 1, neurons), fresh, dtype)
+        for s in range(slots):
+            for n in range(neurons):
+                for m in range(k):
+                    if source[g, s, m, offset + n] >= 0:
+                        out[s, m, n] = entries[g, n, source[g, s, m, offset + n]]
+                for w in range(lanes):
+                    if member[g, s, n, w] >= 0:
+                        out[s, member[g, s, n, w], n] = values[g, s, n, w]
+        return out
+
+    one = jax.jit(lambda e, s, v, m: native.member_values(e, fresh, s, offset, v, m))
+    assert np.array_equal(np.asarray(one(entries[0], source[0], values[0], member[0])), expected(0))
+    got = jax.jit(jax.vmap(one))(entries, source, values, member)
+    assert got.dtype == dtype
+    for g in range(nets):
+        assert np.array_equal(np.asarray(got[g]), expected(g))
+
+
 def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
     """A pool decision's scores (§4.5): each record's context picks its neuron's pool entries and the
     slot members' rows (a block's row, a pool entry or the fresh row), and its inputs are its clipped

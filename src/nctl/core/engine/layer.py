@@ -33,11 +33,6 @@ def neutral(cfg: EngineConfig, shape: tuple):
     return jnp.broadcast_to(jnp.asarray(cfg.rows.neutral, cfg.rows.dtype), shape + cfg.rows.prediction_shape)
 
 
-def per_prediction(cfg: EngineConfig, a):
-    """``a`` [...] (a mask or an index per prediction) with an axis of 1 for each of a prediction's own axes."""
-    return a.reshape(a.shape + (1,) * len(cfg.rows.prediction_shape))
-
-
 class Lanes(NamedTuple):
     """A layer's lanes at the step's contexts, per live slot and neuron."""
 
@@ -173,20 +168,34 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, x, 
     pool entry's taken once too (the same values as those of the completed predictions). Bounded mode,
     and large layers' frozen predictions (§6.2, §6.6)."""
     shape = cfg.layers[layer]
-    k = cfg.pool.capacity
-    neurons = jnp.arange(shape.neurons)
     kernel = uses_kernel(cfg, shape)
     q_entries = entry_predictions(cfg, net.arena.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
-    source = jnp.moveaxis(net.slots.source[:, :, shape.offset + neurons], 1, 2)  # [S, N_i, k]
-    frozen = _frozen_members(q_entries, q_fresh, source)
-    if not learn:  # lanes not trained in this slot's block yet read their sources
-        current = current & live[:, None, None]
-        sources = jnp.take_along_axis(frozen, per_prediction(cfg, jnp.clip(member, 0, k)), axis=2)
-        q = jnp.where(per_prediction(cfg, current), q, sources)
-        return _with_lanes(frozen, q, member), None
-    log_frozen = _frozen_members(cfg.rows.log_likelihood(q_entries, x), cfg.rows.log_likelihood(q_fresh, x), source)
-    return _with_lanes(frozen, q, member), _with_lanes(log_frozen, cfg.rows.log_likelihood(q, x), member)
+    if not learn:  # lanes not trained in this slot's block yet keep their sources' predictions
+        member = jnp.where(current & live[:, None, None], member, -1)
+    values = partial(member_values, cfg, layer, net.slots.source, member, kernel)
+    if not learn:
+        return values(q_entries, q_fresh, q), None
+    log_likelihood = cfg.rows.log_likelihood
+    return values(q_entries, q_fresh, q), values(log_likelihood(q_entries, x), log_likelihood(q_fresh, x),
+                                                 log_likelihood(q, x))
+
+
+def member_values(cfg: EngineConfig, layer: int, source, member, kernel: bool, entries, fresh, lanes):
+    """Every member's value [S, M, N_i] in layer ``layer``'s nodes: its source's (``entries`` [N_i, E, *v]
+    of the pool entries, ``fresh`` [*v] of the fresh model, by ``source`` [S, k, N]), replaced by its
+    lane's (``lanes`` [S, N_i, W, *v]) where ``member`` [S, N_i, W] names it; where ``kernel``, by the
+    CPU kernel (§6.11), which moves each value once."""
+    shape = cfg.layers[layer]
+
+    def gathered(entries):
+        layer_source = jnp.moveaxis(source[:, :, shape.offset + jnp.arange(shape.neurons)], 1, 2)  # [S, N_i, k]
+        return _with_lanes(_frozen_members(entries, fresh, layer_source), lanes, member)
+
+    if not kernel:
+        return gathered(entries)
+    return by_platform(entries, cpu=lambda e: native.member_values(e, fresh, source, shape.offset, lanes, member),
+                       default=gathered)
 
 
 def _frozen_members(entries, fresh, source):

@@ -2,7 +2,8 @@
 
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather, update
 and scatter make three), and predicts that layer's other rows (pool entries, the states a pool decision
-compares) with the same dot product; ``largest_first.cc`` takes a reservoir merge's largest keys and
+compares) with the same dot product; ``member_values.cc`` gives each member of a layer's nodes its
+source's or its lane's prediction or log-likelihood; ``largest_first.cc`` takes a reservoir merge's largest keys and
 bounded mode's most probable members; ``free_blocks.cc`` pushes the blocks of the slots that close back
 onto their free stacks. They are compiled into one library with the system's C++ compiler (``$CXX``,
 else ``c++``) against the headers jaxlib ships, under a name that hashes the sources, the compiler, its
@@ -29,11 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("ggm_rows.cc", "largest_first.cc", "free_blocks.cc"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("ggm_rows.cc", "member_values.cc", "largest_first.cc", "free_blocks.cc"))
 HEADERS = (Path(__file__).with_name("kernel_common.h"),)  # included by the sources
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
            "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
            "nctl_pool_predictions": "NctlPoolPredictions",
+           "nctl_member_values_f32": "NctlMemberValuesF32", "nctl_member_values_f64": "NctlMemberValuesF64",
            "nctl_largest_first": "NctlLargestFirst", "nctl_free_blocks": "NctlFreeBlocks",
            "nctl_top_members": "NctlTopMembers"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
@@ -154,6 +157,20 @@ def entry_predictions(pool_rows, contexts, u, prob_eps: float):
     call = jax.ffi.ffi_call("nctl_entry_predictions", jax.ShapeDtypeStruct((N, E), jnp.float32),
                             vmap_method="expand_dims")
     return call(pool_rows, contexts.astype(jnp.int32), u, prob_eps=np.float32(prob_eps))
+
+
+def member_values(entries, fresh, source, offset: int, lanes, member):
+    """Every member's value [S, k + 1, N] in one layer's nodes (float32 or float64): its source's, a pool
+    entry's of ``entries`` [N, E] where ``source`` [S, k, columns] (the layer's columns ``offset ..
+    offset + N - 1``) is >= 0, else ``fresh``'s (member k: always), then ``lanes`` [S, N, W] at the
+    lanes' members ``member`` [S, N, W] (-1: none)."""
+    name = {jnp.dtype(jnp.float32): "nctl_member_values_f32", jnp.dtype(jnp.float64): "nctl_member_values_f64"}
+    S, k, _ = source.shape
+    N = entries.shape[0]
+    call = jax.ffi.ffi_call(name[jnp.dtype(entries.dtype)], jax.ShapeDtypeStruct((S, k + 1, N), entries.dtype),
+                            vmap_method="expand_dims")
+    return call(entries, jnp.asarray(fresh, entries.dtype), source.astype(jnp.int32), lanes.astype(entries.dtype),
+                member.astype(jnp.int32), offset=np.int64(offset))
 
 
 def pool_predictions(pool_rows, blocks, neurons, contexts, entries, rows, scored, table, ids, offset: int,
