@@ -46,8 +46,7 @@ class Lanes(NamedTuple):
 def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, contexts, u, x, learn: bool):
     """Every member's prediction ``q`` [S, M, N_i] for layer ``layer`` on inputs ``u`` [K] and, when
     learning, every trained row of every live slot updated on ``x`` (§1.3). Returns (net, q, logq):
-    ``logq`` [S, M, N_i] the members' ``log q(x)`` where the layer scores its pool entries once (bounded
-    mode, learning), else None."""
+    ``logq`` [S, M, N_i] the members' ``log q(x)`` when learning (else None)."""
     shape = cfg.layers[layer]
     W, S = cfg.pool.lanes, cfg.slots
     neurons = jnp.arange(shape.neurons)
@@ -75,8 +74,9 @@ def layer_pass(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
         filled = unique_or_drop(block[..., None] * W + jnp.arange(W), stale, shape.blocks * W)
         stamps = net.arena.stamps[layer].reshape(-1).at[filled.reshape(-1)].set(sched.t, mode="drop", unique_indices=True)
         net = net.with_arena(stamps=put(net.arena.stamps, layer, stamps.reshape(shape.blocks, W)))
-    if whole:
-        return net, jnp.moveaxis(q, 2, 1), None
+    if whole:  # every member trained its lane: [S, N_i, W] is [S, M, N_i] with the axes moved
+        q = jnp.moveaxis(q, 2, 1)
+        return net, q, cfg.rows.log_likelihood(q, x) if learn else None
     return net, *source_predictions(net, layer, cfg, contexts, u, x, q, member, current, live, learn)
 
 

@@ -48,7 +48,7 @@ def forward(net: Net, sched: tree.Schedule, z, x, cfg: EngineConfig, learn: bool
         net, q, logq = layer_pass(net, index, cfg, sched, contexts[cols], u, x, learn)
         p = cfg.rows.mix(post.alpha[:, :, cols], post.mass[:, cols], q, live)
         if learn:
-            logqs.append(cfg.rows.log_likelihood(q, x) if logq is None else logq)
+            logqs.append(logq)
         u = cfg.rows.layer_inputs(p)
     hidden = jnp.concatenate(hidden) if hidden else jnp.zeros(0, jnp.float32)
     return Forward(net, p[0], hidden, contexts, tuple(logqs))
