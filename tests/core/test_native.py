@@ -180,11 +180,40 @@ def test_row_predictions_round_as_the_blocks_do():
     assert np.array_equal(np.asarray(q_rows)[:3][live], np.asarray(q_blocks)[:3][live])
 
 
+def every_entry(neurons, entries):
+    """``entry_predictions``' sources (one live slot whose members start from every entry), offset, live."""
+    source = np.broadcast_to(np.arange(entries, dtype=np.int32)[None, :, None], (1, entries, neurons))
+    return jnp.asarray(source), 0, jnp.ones(1, bool)
+
+
+def test_only_the_entries_a_live_slot_starts_from_are_predicted():
+    """Of each neuron's pool entries, those some member of a live slot starts from are predicted as
+    gathered rows are; the others, among them those only a slot that is not live names, are not read
+    (q = 1/2). Class networks under vmap, each with its own sources, a layer at columns 3 .. 3 + N - 1."""
+    _, pool, *_, contexts, u, _, _ = case(seed=9)
+    rng = np.random.default_rng(9)
+    slots, k, columns, offset = 4, 3, N + 5, 3
+    sources = rng.integers(-1, E, (2, slots, k, columns)).astype(np.int32)
+    sources[:, :, :, offset + 1] = -1  # a neuron no member starts from an entry
+    live = np.array([[True, True, False, False], [True, False, True, False]])
+    pools = np.stack([pool, pool[:, ::-1]])
+    got = jax.jit(jax.vmap(lambda p, s, l: native.entry_predictions(p, jnp.asarray(contexts), jnp.asarray(u),
+                                                                    ROWS.prob_eps, s, offset, l)))(pools, sources, live)
+    for g in range(2):
+        gathered = np.asarray(jax.jit(lambda r: native.row_predictions(r, jnp.asarray(u), ROWS.prob_eps))(
+            pools[g][np.arange(N), contexts]))
+        for n in range(N):
+            named = set(sources[g][live[g]][:, :, offset + n].ravel()) - {-1}
+            for e in range(E):
+                assert np.asarray(got)[g, n, e] == (gathered[n, e] if e in named else 0.5)
+
+
 def test_pool_entries_are_predicted_in_place_as_gathered_rows_are():
     """Each neuron's pool entries at its context, read where they are stored, predict as the same rows
     gathered do, for one network and for class networks under vmap (their contexts apart, ``u`` shared)."""
     _, pool, *_, contexts, u, _, _ = case(seed=7)
-    entries = lambda pool, contexts: native.entry_predictions(pool, contexts, jnp.asarray(u), ROWS.prob_eps)
+    entries = lambda pool, contexts: native.entry_predictions(pool, contexts, jnp.asarray(u), ROWS.prob_eps,
+                                                              *every_entry(N, E))
     gathered = lambda pool, contexts: native.row_predictions(pool[np.arange(N), contexts], jnp.asarray(u), ROWS.prob_eps)
     assert np.array_equal(np.asarray(jax.jit(entries)(pool, contexts)), np.asarray(jax.jit(gathered)(pool, contexts)))
     pools = np.stack([pool, pool[:, ::-1]])  # two networks, their contexts reversed
@@ -203,7 +232,8 @@ def test_many_neurons_pool_entries_are_predicted_by_the_threads_as_gathered_rows
     pools = rng.normal(0, 0.05, (2, 13, 3, 7, 1500)).astype(np.float32)
     contexts = rng.integers(0, 3, (2, 13)).astype(np.int32)
     u = rng.normal(0, 1, 1500).astype(np.float32)
-    got = jax.jit(jax.vmap(lambda p, c: native.entry_predictions(p, c, jnp.asarray(u), ROWS.prob_eps)))(pools, contexts)
+    got = jax.jit(jax.vmap(lambda p, c: native.entry_predictions(p, c, jnp.asarray(u), ROWS.prob_eps,
+                                                                 *every_entry(13, 7))))(pools, contexts)
     for g in range(2):
         rows = pools[g][np.arange(13), contexts[g]]
         gathered = jax.jit(lambda r: native.row_predictions(r, jnp.asarray(u), ROWS.prob_eps))(rows)

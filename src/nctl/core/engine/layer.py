@@ -145,9 +145,10 @@ def train_rows(net: Net, layer: int, cfg: EngineConfig, sched: tree.Schedule, co
     return train_slots(blocks, 1)
 
 
-def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
+def entry_predictions(cfg: EngineConfig, layer: int, pool_rows, contexts, u, source, live, kernel: bool):
     """``q`` [N_i, E] of every pool entry (``pool_rows`` [N_i, C, E, width]) of each neuron at its context;
-    where ``kernel``, by the CPU kernel, which reads the entries where they are stored (§6.11)."""
+    where ``kernel``, by the CPU kernel, which reads the entries where they are stored, and only those a
+    member of a ``live`` [S] slot starts from (``source`` [S, k, N]; the others' q are 1/2, §6.11)."""
     def gathered(pool_rows):
         neurons, contexts_each, entries, width = pool_rows.shape
         rows = pool_rows.reshape(neurons * contexts_each, -1)[jnp.arange(neurons) * contexts_each + contexts]
@@ -155,8 +156,9 @@ def entry_predictions(cfg: EngineConfig, pool_rows, contexts, u, kernel: bool):
 
     if not kernel:
         return gathered(pool_rows)
-    return by_platform(
-        pool_rows, cpu=lambda rows: native.entry_predictions(rows, contexts, u, cfg.rows.prob_eps), default=gathered)
+    offset = cfg.layers[layer].offset
+    return by_platform(pool_rows, default=gathered, cpu=lambda rows: native.entry_predictions(
+        rows, contexts, u, cfg.rows.prob_eps, source, offset, live))
 
 
 @jax.named_scope("source_predictions")
@@ -169,7 +171,8 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, x, 
     and large layers' frozen predictions (§6.2, §6.6)."""
     shape = cfg.layers[layer]
     kernel = uses_kernel(cfg, shape)
-    q_entries = entry_predictions(cfg, net.arena.pool_rows[layer], contexts, u, kernel)  # [N_i, E]
+    q_entries = entry_predictions(cfg, layer, net.arena.pool_rows[layer], contexts, u, net.slots.source, live,
+                                  kernel)  # [N_i, E]
     q_fresh = row_predictions(cfg, jnp.full((shape.width,), cfg.rows.init_value(shape.fan_in), cfg.rows.dtype), u, kernel)
     if not learn:  # lanes not trained in this slot's block yet keep their sources' predictions
         member = jnp.where(current & live[:, None, None], member, -1)

@@ -149,14 +149,16 @@ def row_predictions(rows, u, prob_eps: float):
     return call(rows, u, rows_rank=np.int64(rows.ndim), u_rank=np.int64(u.ndim), prob_eps=np.float32(prob_eps))
 
 
-def entry_predictions(pool_rows, contexts, u, prob_eps: float):
-    """``q`` [N, E] of every pool entry of each neuron ``n`` at its context ``contexts[n]`` (``pool_rows``
-    [N, C, E, K]) on ``u`` [K], read where the entries are stored (no gathered copy) and summed as
-    ``row_predictions`` sums."""
+def entry_predictions(pool_rows, contexts, u, prob_eps: float, source, offset: int, live):
+    """``q`` [N, E] of the pool entries of each neuron ``n`` at its context ``contexts[n]`` (``pool_rows``
+    [N, C, E, K]) on ``u`` [K] that a member of a ``live`` [S] slot starts from (``source`` [S, k,
+    columns], the layer's columns ``offset .. offset + N - 1``), read where they are stored (no gathered
+    copy) and summed as ``row_predictions`` sums; the other entries are not read (their q are 1/2)."""
     N, _, E, _ = pool_rows.shape
     call = jax.ffi.ffi_call("nctl_entry_predictions", jax.ShapeDtypeStruct((N, E), jnp.float32),
                             vmap_method="expand_dims")
-    return call(pool_rows, contexts.astype(jnp.int32), u, prob_eps=np.float32(prob_eps))
+    return call(pool_rows, contexts.astype(jnp.int32), u, source.astype(jnp.int32), live, offset=np.int64(offset),
+                prob_eps=np.float32(prob_eps))
 
 
 def member_values(entries, fresh, source, offset: int, lanes, member):

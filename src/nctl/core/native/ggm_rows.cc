@@ -73,11 +73,11 @@ typedef float Half __attribute__((vector_size(kAccumulators / 2 * sizeof(float))
 // Predict of `n` rows on the same u at once: their partial sums are n independent chains of additions,
 // which the processor overlaps where one row's chain waits on each addition; each row is summed in
 // SumProducts' order (the same bits).
-// Where `ahead` is given, the cache lines of the n rows of k floats that follow it are asked for along the
-// way (the rows predicted next, where rows lie one after another).
+// Where `ahead` is given, the cache lines of its n rows of k floats (the rows predicted next; null: none)
+// are asked for along the way.
 template <int n>
 NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64_t k, float eps, float* q,
-                                 const float* ahead = nullptr) {
+                                 const float* const* ahead = nullptr) {
   constexpr int64_t kHalf = kAccumulators / 2;
   float total[n] = {};
   int64_t i = 0;
@@ -85,7 +85,8 @@ NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64
     Half low[n] = {}, high[n] = {};  // partial sums 0 .. 7 and 8 .. 15
     for (; i + kAccumulators <= k; i += kAccumulators) {
       if (ahead)
-        for (int r = 0; r < n; ++r) __builtin_prefetch(ahead + r * k + i, 0, 3);
+        for (int r = 0; r < n; ++r)
+          if (ahead[r]) __builtin_prefetch(ahead[r] + i, 0, 3);
       Half x_low, x_high;
       std::memcpy(&x_low, u + i, sizeof x_low);
       std::memcpy(&x_high, u + i + kHalf, sizeof x_high);
@@ -108,14 +109,17 @@ NCTL_INLINE void PredictTogether(const float* const* rows, const float* u, int64
   }
 }
 
-// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time. Where `in_line`, the rows lie one
-// after another, and each four ask for the next four as they go, the last for the rows at `next` (which
-// are predicted next; none where null).
+// q[r] = Predict(rows[r], u, k, eps) for r < count, four rows at a time. Where `end` is given, the row
+// pointers run on past `count` up to it (the rows predicted next), and each four rows ask for the four
+// that follow them as they go.
 NCTL_CLONES void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, float eps, float* q,
-                             bool in_line = false, const float* next = nullptr) {
+                             const float* const* end = nullptr) {
   int64_t r = 0;
-  for (; r + 4 <= count; r += 4)
-    PredictTogether<4>(rows + r, u, k, eps, q + r, !in_line ? nullptr : r + 8 <= count ? rows[r + 4] : next);
+  for (; r + 4 <= count; r += 4) {
+    const float* ahead[4] = {};
+    for (int64_t j = 0; j < 4 && rows + r + 4 + j < end; ++j) ahead[j] = rows[r + 4 + j];
+    PredictTogether<4>(rows + r, u, k, eps, q + r, end ? ahead : nullptr);
+  }
   switch (count - r) {
     case 3: PredictTogether<3>(rows + r, u, k, eps, q + r); break;
     case 2: PredictTogether<2>(rows + r, u, k, eps, q + r); break;
@@ -289,34 +293,61 @@ ffi::Error RowPredictions(ffi::Buffer<ffi::F32> rows, ffi::Buffer<ffi::F32> u, i
   return ffi::Error::Success();
 }
 
-// q [nets?, N, E] of every pool entry of each neuron n at its context contexts[n] (pool [nets?, N, C, E,
-// K], contexts [nets?, N], u [nets?, K]), read where the entries are stored: the predictions of the
-// members that start from them, rounded as row_predictions rounds. Neurons are shared out among the
-// intra-op threads (each row's sum is fixed, so the bits do not depend on the threads).
+// q [nets?, N, E] of the pool entries of each neuron n at its context contexts[n] (pool [nets?, N, C, E,
+// K], contexts [nets?, N], u [nets?, K]) that a member of a live slot starts from (source [nets?, S, k,
+// columns], the layer's columns offset .. offset + N - 1; live [nets?, S]), read where they are stored,
+// rounded as row_predictions rounds; the other entries are not read (their q are 1/2). Neurons are
+// shared out among the intra-op threads (each row's sum is fixed, so the bits do not depend on the
+// threads).
 ffi::Error EntryPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_rows, ffi::Buffer<ffi::S32> contexts,
-                            ffi::Buffer<ffi::F32> u, float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
-  auto pool_dims = pool_rows.dimensions();
-  if (pool_dims.size() < 4 || contexts.dimensions().size() < 1 || u.dimensions().size() < 1)
+                            ffi::Buffer<ffi::F32> u, ffi::Buffer<ffi::S32> source, ffi::Buffer<ffi::PRED> live,
+                            int64_t offset, float prob_eps, ffi::ResultBuffer<ffi::F32> q) {
+  auto pool_dims = pool_rows.dimensions(), source_dims = source.dimensions();
+  if (pool_dims.size() < 4 || contexts.dimensions().size() < 1 || u.dimensions().size() < 1 ||
+      source_dims.size() < 3 || live.dimensions().size() < 1)
     return ffi::Error::InvalidArgument("nctl entry predictions: arguments of unexpected rank");
   const int64_t N = pool_dims[pool_dims.size() - 4], C = pool_dims[pool_dims.size() - 3],
                 E = pool_dims[pool_dims.size() - 2], K = pool_dims.back();
-  const int64_t nets = std::max({NetAxis(pool_rows, 4), NetAxis(contexts, 1), NetAxis(u, 1)});
+  const int64_t S = source_dims[source_dims.size() - 3], k = source_dims[source_dims.size() - 2],
+                columns = source_dims.back();
+  if (offset < 0 || offset + N > columns || live.dimensions().back() != S)
+    return ffi::Error::InvalidArgument("nctl entry predictions: the sources do not match the layer");
+  const int64_t nets = std::max({NetAxis(pool_rows, 4), NetAxis(contexts, 1), NetAxis(u, 1), NetAxis(source, 3),
+                                 NetAxis(live, 1)});
   const auto Pool = Resolve<float>(pool_rows, 4, nets);
   const auto Context = Resolve<int32_t>(contexts, 1, nets);
   const auto U = Resolve<float>(u, 1, nets);
-  float* out = q->typed_data();
-  auto entries_of = [&](int64_t item) {  // item = g N + n: its first entry's row at the neuron's context
+  const auto Source = Resolve<int32_t>(source, 3, nets);
+  const auto Live = Resolve<bool>(live, 1, nets);
+  // each neuron's entries read, in entry order, one list of rows for all (item = g N + n)
+  std::vector<char> read(nets * N * E, 0);
+  for (int64_t g = 0; g < nets; ++g)
+    for (int64_t s = 0; s < S; ++s) {
+      if (!Live.at(g)[s]) continue;
+      for (int64_t m = 0; m < k; ++m) {
+        const int32_t* from = Source.at(g) + (s * k + m) * columns + offset;
+        for (int64_t n = 0; n < N; ++n)
+          if (from[n] >= 0) read[(g * N + n) * E + std::min<int64_t>(from[n], E - 1)] = 1;
+      }
+    }
+  std::vector<const float*> rows;
+  std::vector<int64_t> first(nets * N + 1, 0);
+  for (int64_t item = 0; item < nets * N; ++item) {
     const int64_t g = item / N, n = item % N;
-    return Pool.at(g) + (n * C + std::clamp<int64_t>(Context.at(g)[n], 0, C - 1)) * E * K;
-  };
+    const float* stored = Pool.at(g) + (n * C + std::clamp<int64_t>(Context.at(g)[n], 0, C - 1)) * E * K;
+    for (int64_t e = 0; e < E; ++e)
+      if (read[item * E + e]) rows.push_back(stored + e * K);
+    first[item + 1] = static_cast<int64_t>(rows.size());
+  }
+  float* out = q->typed_data();
   auto one_neuron = [&](int64_t item) {
-    const float* first = entries_of(item);
-    std::vector<const float*> rows(E);
-    for (int64_t e = 0; e < E; ++e) rows[e] = first + e * K;
-    PredictMany(rows.data(), E, U.at(item / N), K, prob_eps, out + item * E, true,
-                item + 1 < nets * N ? entries_of(item + 1) : nullptr);
+    const int64_t count = first[item + 1] - first[item];
+    std::vector<float> values(count);
+    PredictMany(rows.data() + first[item], count, U.at(item / N), K, prob_eps, values.data(),
+                rows.data() + rows.size());
+    for (int64_t e = 0, j = 0; e < E; ++e) out[item * E + e] = read[item * E + e] ? values[j++] : 0.5f;
   };
-  ParallelFor(threads, nets * N, nets * N * E * K, one_neuron, kItemsPerRun);
+  ParallelFor(threads, nets * N, static_cast<int64_t>(rows.size()) * K, one_neuron, kItemsPerRun);
   return ffi::Error::Success();
 }
 
@@ -462,6 +493,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlEntryPredictions, EntryPredictions,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Attr<int64_t>("offset")
                                   .Attr<float>("prob_eps")
                                   .Ret<ffi::Buffer<ffi::F32>>());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlPoolPredictions, PoolPredictions,
