@@ -154,19 +154,40 @@ def test_free_blocks_are_pushed_in_slot_neuron_context_order_for_each_network(fi
         assert np.any(np.asarray(got[2])[:, 1] > room)  # the case overflows
 
 
-def test_lane_ranking_takes_the_top_k_members_of_each_live_node_ties_to_the_lower_member():
-    """Bounded mode's ranking (§5.3) by the kernel: ``lax.top_k``'s indices in the slots below the live
-    count, per network (three, the count shared), with ties and absent members (-inf)."""
+def test_lanes_go_to_the_most_probable_members_as_the_xla_code_gives_them():
+    """Bounded mode's lanes (§5.3) by the kernel are ``lanes_by_rank``'s, the XLA code's: the top members
+    of each live node by log weight (ties to the lower member; absent members, of prior -inf, never),
+    members that stay keeping their lanes and ``lane_since``, newcomers in rank order; per network
+    (three, ``size`` and ``t`` shared) and alone; the slots that are not live keep their lanes."""
+    from types import SimpleNamespace
+
+    from nctl.core.engine.posterior import lanes_by_rank
+
     rng = np.random.default_rng(5)
     for trial in range(12):
-        members, size = int(rng.integers(2, 18)), int(rng.integers(0, 6))
-        count = int(rng.integers(1, members + 1))
-        shape = (3, 5, 4, members)
-        weights = rng.choice([-np.inf, -3.0, 0.0, 2.5], size=shape) if trial % 2 else rng.standard_normal(shape)
-        got = jax.jit(jax.vmap(lambda w: native.top_members(w, size, count)))(jnp.asarray(weights))
-        expected = jax.lax.top_k(jnp.asarray(weights), count)[1]
-        np.testing.assert_array_equal(np.asarray(got)[:, :size], np.asarray(expected)[:, :size])
-        assert np.all(np.asarray(got)[:, size:] == np.arange(count))  # slots not live: left to the caller
+        slots, members, neurons = 6, int(rng.integers(2, 18)), 4
+        W = int(rng.integers(1, members + 1))
+        size, t = int(rng.integers(0, slots + 1)), int(rng.integers(1, 1000))
+        shape = (3, slots, members, neurons)
+        values = [-np.inf, -3.0, 0.0, 2.5] if trial % 2 else None  # few distinct values: many ties
+        logprior = rng.choice([-np.inf, -1.0, 0.0], size=shape, p=[0.2, 0.4, 0.4])
+        loglik = rng.choice(values, size=shape) if values else rng.standard_normal(shape)
+        loglik = np.where(np.isinf(logprior), 0.0, np.nan_to_num(loglik, neginf=-50.0))
+        held = np.stack([[[np.where(rng.random(W) < 0.3, -1, rng.permutation(members)[:W])
+                           for _ in range(neurons)] for _ in range(slots)] for _ in range(3)]).astype(np.int32)
+        since = rng.integers(0, t, held.shape).astype(np.int32)
+
+        def xla(logprior, loglik, held, since):
+            net = SimpleNamespace(slots=SimpleNamespace(logprior=logprior, loglik=loglik, lanes=held, lane_since=since))
+            cfg = SimpleNamespace(pool=SimpleNamespace(lanes=W), slots=slots)
+            return lanes_by_rank(net, SimpleNamespace(size=jnp.int32(size), t=jnp.int32(t)), cfg)
+
+        kernel = lambda *a: native.assign_lanes(*a, size, t)
+        args = tuple(map(jnp.asarray, (logprior, loglik, held, since)))
+        for got, want in zip(jax.jit(jax.vmap(kernel))(*args), jax.jit(jax.vmap(xla))(*args)):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        for got, want in zip(jax.jit(kernel)(*(a[1] for a in args)), jax.jit(xla)(*(a[1] for a in args))):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 def test_row_predictions_round_as_the_blocks_do():

@@ -55,25 +55,27 @@ def top_members(weights, count: int):
     return jnp.argmax(rank[..., None, :] == jnp.arange(count)[:, None], axis=-1).astype(jnp.int32)
 
 
-def ranked_members(weights, count: int, size):
-    """``top_members`` of the nodes of the live slots (below ``size``; the others' are left to the caller
-    to ignore): by the CPU kernel where it is built (§6.11), which ranks the live slots' nodes only."""
-    if not native.enabled():
-        return top_members(weights, count)
-    return by_platform(weights, cpu=lambda w: native.top_members(w, size, count),
-                       default=lambda w: top_members(w, count))
-
-
 @jax.named_scope("assign_lanes")
 def assign_lanes(net: Net, sched: tree.Schedule, cfg: EngineConfig):
     """Bounded mode (§5.3): the ``W`` most probable members of every node hold the lanes; a member that
-    stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since).
-    Members are ranked by their float64 log weights ``log lambda_m + L_m``, the order of ``alpha`` without
-    its float32 exponentials (whose last bits differ between platforms and can make or break a tie)."""
+    stays keeps its lane, newcomers take the lanes given up, in rank order. -> (lanes, lane_since). By the
+    CPU kernel where it is built (§6.11), which takes the live slots' nodes only; else ``lanes_by_rank``."""
+    if not native.enabled():
+        return lanes_by_rank(net, sched, cfg)
+    slots = net.slots
+    kernel = lambda loglik: native.assign_lanes(slots.logprior, loglik, slots.lanes, slots.lane_since, sched.size,
+                                                sched.t)
+    return by_platform(slots.loglik, cpu=kernel, default=lambda _: lanes_by_rank(net, sched, cfg))
+
+
+def lanes_by_rank(net: Net, sched: tree.Schedule, cfg: EngineConfig):
+    """``assign_lanes`` as XLA code. Members are ranked by their float64 log weights ``log lambda_m +
+    L_m``, the order of ``alpha`` without its float32 exponentials (whose last bits differ between
+    platforms and can make or break a tie)."""
     W = cfg.pool.lanes
     log_weight = jnp.moveaxis(net.slots.logprior + net.slots.loglik, 1, 2)  # [S, N, M]
     valid = jnp.moveaxis(net.slots.logprior > -jnp.inf, 1, 2)
-    desired = ranked_members(jnp.where(valid, log_weight, -jnp.inf), W, sched.size)  # [S, N, W]
+    desired = top_members(jnp.where(valid, log_weight, -jnp.inf), W)  # [S, N, W]
     desired = jnp.where(jnp.take_along_axis(valid, desired, axis=2), desired, -1)
     held = net.slots.lanes
     keep = jnp.any(held[..., :, None] == desired[..., None, :], axis=-1) & (held >= 0)

@@ -3,9 +3,9 @@
 ``ggm_rows.cc`` trains a layer's GGM rows in place (one pass over each row where XLA's gather, update
 and scatter make three), and predicts that layer's other rows (pool entries, the states a pool decision
 compares) with the same dot product; ``member_values.cc`` gives each member of a layer's nodes its
-source's or its lane's prediction or log-likelihood; ``largest_first.cc`` takes a reservoir merge's largest keys and
-bounded mode's most probable members; ``free_blocks.cc`` pushes the blocks of the slots that close back
-onto their free stacks. They are compiled into one library with the system's C++ compiler (``$CXX``,
+source's or its lane's prediction or log-likelihood; ``largest_first.cc`` takes a reservoir merge's
+largest keys and gives bounded mode's lanes to the most probable members; ``free_blocks.cc`` pushes the
+blocks of the slots that close back onto their free stacks. They are compiled into one library with the system's C++ compiler (``$CXX``,
 else ``c++``) against the headers jaxlib ships, under a name that hashes the sources, the compiler, its
 flags, jaxlib's version and the machine. Installing the package builds it into the package
 (``setup.py``), so that no process waits for it; where that library is missing or was built for another
@@ -38,7 +38,7 @@ TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredict
            "nctl_pool_predictions": "NctlPoolPredictions",
            "nctl_member_values_f32": "NctlMemberValuesF32", "nctl_member_values_f64": "NctlMemberValuesF64",
            "nctl_largest_first": "NctlLargestFirst", "nctl_free_blocks": "NctlFreeBlocks",
-           "nctl_top_members": "NctlTopMembers"}
+           "nctl_assign_lanes": "NctlAssignLanes"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
 _lock = threading.Lock()
@@ -201,13 +201,17 @@ def largest_first(score, k: int):
     return call(score)
 
 
-def top_members(weights, size, count: int):
-    """The indices [S, N, count] of the ``count`` largest of each node's ``weights`` ([S, N, M] float64, no
-    NaN) in the slots below ``size``, largest first, equal weights in member order (``jax.lax.top_k``'s
-    order); the nodes of the other slots get ``0 .. count - 1``."""
-    call = jax.ffi.ffi_call("nctl_top_members", jax.ShapeDtypeStruct(weights.shape[:-1] + (count,), jnp.int32),
-                            vmap_method="expand_dims")
-    return call(weights.astype(jnp.float64), jnp.asarray(size, jnp.int32).reshape(1))
+def assign_lanes(logprior, loglik, held, since, size, t):
+    """Bounded mode's lanes (§5.3) of every node of the slots below ``size``: the ``W`` most probable
+    members (by ``logprior + loglik`` [S, M, N], float64; a member of prior -inf is absent; equal weights
+    in member order, ``lax.top_k``'s), a member that holds a lane of ``held`` [S, N, W] and stays keeping
+    it and its ``since``, newcomers taking the lanes given up in rank order with ``since = t``; the other
+    slots' lanes as they were. -> (lanes, since) [S, N, W]."""
+    out = jax.ShapeDtypeStruct(held.shape, jnp.int32)
+    call = jax.ffi.ffi_call("nctl_assign_lanes", (out, out), vmap_method="expand_dims")
+    return tuple(call(logprior.astype(jnp.float64), loglik.astype(jnp.float64), held.astype(jnp.int32),
+                      since.astype(jnp.int32), jnp.asarray(size, jnp.int32).reshape(1),
+                      jnp.asarray(t, jnp.int32).reshape(1)))
 
 
 def free_blocks(block_of, free, n_free, first, stop, layer: int, offset: int, neurons: int, clear: bool):

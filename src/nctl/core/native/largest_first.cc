@@ -1,9 +1,10 @@
 // The largest keys of rows, as XLA FFI handlers (docs/algorithm.md §6.11): a reservoir merge's weighted
 // sample (§4.3, nctl_largest_first: one partial sort per row, where XLA:CPU sorts each row twice), and
-// bounded mode's lane ranking (§5.3, nctl_top_members: the live slots' nodes only, where XLA compares
-// every member of every slot with every other).
+// bounded mode's lanes (§5.3, nctl_assign_lanes: the live slots' nodes only, where XLA compares every
+// member of every slot with every other, then matches the lanes in a dozen operations).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -48,38 +49,84 @@ NCTL_CLONES void Ranks(const double* w, int64_t M, int32_t* rank) {
   RanksOf<0>(w, M, rank);
 }
 
-// The indices of the `count` largest weights of each node of the live slots (`weights` [nets?, S, N, M]
-// float64, no NaN; a slot is live below size[net]), largest first, equal weights in member order: each
-// member goes to the place of its rank, if that is among the first `count`. The nodes of slots that
-// are not live get 0 .. count - 1 (the caller keeps their lanes as they were).
-ffi::Error TopMembers(ffi::Buffer<ffi::F64> weights, ffi::Buffer<ffi::S32> size, ffi::ResultBuffer<ffi::S32> out) {
-  auto dims = weights.dimensions();
-  const int64_t count = out->dimensions().back();
-  if (dims.size() < 3 || count > dims.back()) return ffi::Error::InvalidArgument("nctl top members: bad shapes");
-  const int64_t M = dims.back(), N = dims[dims.size() - 2], S = dims[dims.size() - 3];
-  const int64_t nets = dims.size() == 4 ? dims[0] : 1;
-  const bool sizes = size.element_count() == nets && nets > 1;  // one live-slot count per network, or shared
-  std::vector<int32_t> rank(M);
+// Bounded mode's lanes (§5.3) in every node of the live slots: the W most probable members of the node
+// hold them, by log weight logprior + loglik (a member whose prior is -inf is absent), ranked as RanksOf
+// ranks; a member that holds a lane and stays keeps it (and its lane_since), the newcomers take the
+// lanes given up in rank order (lane_since = t). logprior and loglik [nets?, S, M, N] float64, held and
+// since [nets?, S, N, W]; size and t [nets?]. The nodes of slots that are not live keep their lanes.
+ffi::Error AssignLanes(ffi::Buffer<ffi::F64> logprior, ffi::Buffer<ffi::F64> loglik, ffi::Buffer<ffi::S32> held,
+                       ffi::Buffer<ffi::S32> since, ffi::Buffer<ffi::S32> size, ffi::Buffer<ffi::S32> t,
+                       ffi::ResultBuffer<ffi::S32> lanes, ffi::ResultBuffer<ffi::S32> lane_since) {
+  auto dims = logprior.dimensions(), lane_dims = held.dimensions();
+  if (dims.size() < 3 || lane_dims.size() < 3 || loglik.element_count() != logprior.element_count() ||
+      since.element_count() != held.element_count())
+    return ffi::Error::InvalidArgument("nctl assign lanes: bad shapes");
+  const int64_t N = dims.back(), M = dims[dims.size() - 2], S = dims[dims.size() - 3], W = lane_dims.back();
+  if (W > M || lane_dims[lane_dims.size() - 2] != N || lane_dims[lane_dims.size() - 3] != S)
+    return ffi::Error::InvalidArgument("nctl assign lanes: the lanes do not match the nodes");
+  const int64_t nets = std::max({nctl::NetAxis(logprior, 3), nctl::NetAxis(held, 3), nctl::NetAxis(size, 0)});
+  const auto Prior = nctl::Resolve<double>(logprior, 3, nets);
+  const auto Loglik = nctl::Resolve<double>(loglik, 3, nets);
+  const auto Held = nctl::Resolve<int32_t>(held, 3, nets);
+  const auto Since = nctl::Resolve<int32_t>(since, 3, nets);
+  const auto Size = nctl::Resolve<int32_t>(size, 0, nets);
+  const auto Now = nctl::Resolve<int32_t>(t, 0, nets);
+  std::vector<double> weight(M);
+  std::vector<int32_t> rank(M), desired(W), newcomer_rank(W);
+  std::vector<char> placed(W), keep(W);
   for (int64_t g = 0; g < nets; ++g) {
-    const int64_t live = size.typed_data()[sizes ? g : 0];
-    for (int64_t node = 0; node < S * N; ++node) {
-      int32_t* top = out->typed_data() + (g * S * N + node) * count;
-      if (node / N >= live) {
-        for (int64_t j = 0; j < count; ++j) top[j] = static_cast<int32_t>(j);
-        continue;
+    const int64_t live = *Size.at(g);
+    const double *prior = Prior.at(g), *evidence = Loglik.at(g);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t node = (g * S + s) * N + n;  // [S, N, W] offsets of this node's lanes
+        const int32_t* hold = Held.at(g) + (s * N + n) * W;
+        const int32_t* held_since = Since.at(g) + (s * N + n) * W;
+        int32_t* out = lanes->typed_data() + node * W;
+        int32_t* out_since = lane_since->typed_data() + node * W;
+        if (s >= live) {
+          std::copy(hold, hold + W, out);
+          std::copy(held_since, held_since + W, out_since);
+          continue;
+        }
+        for (int64_t m = 0; m < M; ++m) {
+          const int64_t at = (s * M + m) * N + n;
+          weight[m] = prior[at] > -INFINITY ? prior[at] + evidence[at] : -INFINITY;
+        }
+        Ranks(weight.data(), M, rank.data());
+        for (int64_t m = 0; m < M; ++m)
+          if (rank[m] < W) desired[rank[m]] = prior[(s * M + m) * N + n] > -INFINITY ? static_cast<int32_t>(m) : -1;
+        int32_t newcomers = 0;
+        for (int64_t j = 0; j < W; ++j) {
+          placed[j] = desired[j] < 0 || std::find(hold, hold + W, desired[j]) != hold + W;
+          newcomer_rank[j] = placed[j] ? -1 : newcomers++;
+        }
+        int32_t open = 0;
+        for (int64_t w = 0; w < W; ++w) {
+          keep[w] = hold[w] >= 0 && std::find(desired.begin(), desired.end(), hold[w]) != desired.end();
+          if (keep[w]) {
+            out[w] = hold[w];
+            out_since[w] = held_since[w];
+            continue;
+          }
+          const auto taken = std::find(newcomer_rank.begin(), newcomer_rank.end(), open++);
+          out[w] = taken == newcomer_rank.end() ? -1 : desired[taken - newcomer_rank.begin()];
+          out_since[w] = *Now.at(g);
+        }
       }
-      Ranks(weights.typed_data() + (g * S * N + node) * M, M, rank.data());
-      for (int64_t m = 0; m < M; ++m)
-        if (rank[m] < count) top[rank[m]] = static_cast<int32_t>(m);
-    }
   }
   return ffi::Error::Success();
 }
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlTopMembers, TopMembers,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlAssignLanes, AssignLanes,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlLargestFirst, LargestFirst,
