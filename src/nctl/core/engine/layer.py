@@ -177,11 +177,11 @@ def source_predictions(net: Net, layer: int, cfg: EngineConfig, contexts, u, x, 
     if not learn:  # lanes not trained in this slot's block yet keep their sources' predictions
         member = jnp.where(current & live[:, None, None], member, -1)
     values = partial(member_values, cfg, layer, net.slots.source, member, kernel)
+    predictions = values(q_entries, q_fresh, q)
     if not learn:
-        return values(q_entries, q_fresh, q), None
+        return predictions, None
     log_likelihood = cfg.rows.log_likelihood
-    return values(q_entries, q_fresh, q), values(log_likelihood(q_entries, x), log_likelihood(q_fresh, x),
-                                                 log_likelihood(q, x))
+    return predictions, values(log_likelihood(q_entries, x), log_likelihood(q_fresh, x), log_likelihood(q, x))
 
 
 def member_values(cfg: EngineConfig, layer: int, source, member, kernel: bool, entries, fresh, lanes):
