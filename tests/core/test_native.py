@@ -336,6 +336,60 @@ def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
             np.testing.assert_allclose(q[b][:, computed], want[:, computed], rtol=1e-5)
 
 
+@pytest.mark.parametrize("bounded", [False, True], ids=["exact", "bounded"])
+def test_stored_rows_are_the_winners_rows_at_every_context(bounded):
+    """A pool boundary's store (§6.3): for each neuron with an entry to write, the winner's row at every
+    context is its block's lane where it holds a current one (bounded: a lane naming it, filled since it
+    took the lane), else its source entry's row, else the fresh row; the other entries and neurons are
+    untouched. For one network and for class networks under vmap (the slot shared), against the loops
+    written out."""
+    rng = np.random.default_rng(21)
+    nets, neurons, contexts, entries, width, slots, k, columns, offset, lanes = 3, 4, 5, 6, 7, 3, 4, 9, 2, 3
+    blocks_n = 40
+    W = lanes if bounded else k + 1
+    pool = rng.normal(size=(nets, neurons, contexts, entries, width)).astype(np.float32)
+    blocks = rng.normal(size=(nets, blocks_n, W, width)).astype(np.float32)
+    stamps = rng.integers(0, 10, (nets, blocks_n, W)).astype(np.int32)
+    block_of = np.where(rng.random((nets, slots, columns, contexts)) < 0.7,
+                        rng.integers(0, blocks_n, (nets, slots, columns, contexts)), -1).astype(np.int32)
+    held = np.stack([[[rng.permutation(k + 1)[:W] for _ in range(columns)] for _ in range(slots)]
+                     for _ in range(nets)]).astype(np.int32)
+    held[rng.random(held.shape) < 0.3] = -1
+    since = rng.integers(0, 10, (nets, slots, columns, W)).astype(np.int32)
+    source = rng.integers(-1, entries, (nets, slots, k, columns)).astype(np.int32)
+    slot, init = np.int32(1), 0.125
+    winner = rng.integers(0, k + 1, (nets, neurons)).astype(np.int32)
+    target = rng.integers(0, entries + 2, (nets, neurons)).astype(np.int32)  # entries and beyond: none
+    # no entry both read (a winner's source) and written, as the pool update chooses its targets
+    source[np.arange(nets)[:, None], slot, np.minimum(winner, k - 1), offset + np.arange(neurons)] = np.where(
+        target < entries, (target + 1) % entries, -1)
+
+    def expected(g):
+        out = pool[g].copy()
+        for n in range(neurons):
+            if not 0 <= target[g, n] < entries:
+                continue
+            m, col = winner[g, n], offset + n
+            for c in range(contexts):
+                b = block_of[g, slot, col, c]
+                lane = list(held[g, slot, col]).index(m) if bounded and m in held[g, slot, col] else m
+                owns = b >= 0 and (not bounded or (m in held[g, slot, col]
+                                                    and stamps[g, b, lane] >= since[g, slot, col, lane]))
+                e = source[g, slot, m, col] if m < k else -1
+                out[n, c, target[g, n]] = (blocks[g, b, lane] if owns else pool[g, n, c, e] if e >= 0
+                                           else np.full(width, init, np.float32))
+        return out
+
+    one = jax.jit(lambda p, b, st, t, h, si, so, w, e: native.store_rows(
+        p, b, st if bounded else None, t, h if bounded else None, si if bounded else None, so, slot, w, e, offset,
+        init))
+    args = (pool, blocks, stamps, block_of, held, since, source, winner, target)
+    assert np.array_equal(np.asarray(one(*(a[0] for a in args))), expected(0))
+    got = np.asarray(jax.jit(jax.vmap(one))(*args))
+    for g in range(nets):
+        assert np.array_equal(got[g], expected(g))
+
+
 def test_the_engine_calls_the_kernel():
     """The engine's step program calls the kernel for every layer: the literal tests' default cases
     (tests/core/test_nctl_literal.py) check it against the reference network."""
@@ -364,7 +418,7 @@ def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only(monkeypatch):
     state, cfg = learner.state_, learner.cfg_
     boundary = lambda: jax.jit(lambda s: nctl.core.engine.compiled.pool_boundary.__wrapped__(s, cfg)).trace(state)
     cpu = boundary().lower().as_text()
-    assert "nctl_pool_predictions" in cpu and "nctl_largest_first" in cpu
+    assert "nctl_pool_predictions" in cpu and "nctl_largest_first" in cpu and "nctl_store_rows" in cpu
     monkeypatch.setattr(platform, "cpu_only", lambda: False)
     assert "nctl_" not in boundary().lower(lowering_platforms=("cuda",)).as_text()
 

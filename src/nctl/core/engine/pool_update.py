@@ -20,15 +20,16 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nctl.core import pool, reservoir
+from nctl.core import native, pool, reservoir
 from nctl.core.reservoir import Reservoir
 from nctl.core.engine.arena import allocate, fill_blocks
-from nctl.core.engine.config import EngineConfig
+from nctl.core.engine.config import EngineConfig, kernel_trains
 from nctl.core.engine.decisions import Close, layer_actions
 from nctl.core.engine.members import member_weights
 from nctl.core.engine.ops import any_net, per_net, when
 from nctl.core.engine.records import read_entries
 from nctl.core.engine.state import Net, State, pool_roster
+from nctl.core.platform import by_platform
 
 
 class Pending(NamedTuple):
@@ -165,8 +166,7 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
     for layer, shape in enumerate(cfg.layers):
         cols = slice(shape.offset, shape.offset + shape.neurons)
         entry = jnp.where(writes[cols], target[cols], cfg.entries)  # out of range: dropped
-        write_neuron = partial(_write_neuron, net, layer, slot, winner[cols], entry, cfg)
-        pool_rows[layer] = jax.lax.fori_loop(0, shape.neurons, write_neuron, pool_rows[layer])
+        pool_rows[layer] = _store_rows(net, layer, slot, winner[cols], entry, cfg)
     at = (jnp.where(writes, target, cfg.entries), neurons)
     put = lambda a, v: a.at[at].set(v, mode="drop")
     return net.with_arena(pool_rows=tuple(pool_rows)).with_pool(
@@ -176,6 +176,22 @@ def _write(net: Net, pending: Pending, q, writes, target, now, kept, cfg: Engine
         born=put(net.pool.born, pending.born[q]),
         lineage=jax.tree.map(lambda a, v: put(a, v[q]), net.pool.lineage, pending.lineage),
     )
+
+
+def _store_rows(net: Net, layer: int, slot, winner, entry, cfg: EngineConfig):
+    """The layer's pool rows with member ``winner[i]`` of ``slot`` stored in entry ``entry[i]`` of each
+    neuron ``i`` (out of range: none), every context: by the CPU kernel where it runs (it copies the rows
+    in place, §6.11), else neuron by neuron."""
+    by_loop = lambda rows: jax.lax.fori_loop(0, cfg.layers[layer].neurons,
+                                             partial(_write_neuron, net, layer, slot, winner, entry, cfg), rows)
+    if not kernel_trains(cfg.rows):
+        return by_loop(net.arena.pool_rows[layer])
+    shape, slots, arena = cfg.layers[layer], net.slots, net.arena
+    stamps = arena.stamps[layer] if cfg.pool.bounded else None
+    kernel = lambda rows: native.store_rows(rows, arena.blocks[layer], stamps, slots.block_of, slots.lanes,
+                                            slots.lane_since, slots.source, slot, winner, entry, shape.offset,
+                                            cfg.rows.init_value(shape.fan_in))
+    return by_platform(net.arena.pool_rows[layer], cpu=kernel, default=by_loop)
 
 
 def _write_neuron(net: Net, layer: int, slot, winner, entry, cfg: EngineConfig, i, rows):

@@ -5,7 +5,8 @@ and scatter make three), and predicts that layer's other rows (pool entries, the
 compares) with the same dot product; ``member_values.cc`` gives each member of a layer's nodes its
 source's or its lane's prediction or log-likelihood; ``largest_first.cc`` takes a reservoir merge's
 largest keys and gives bounded mode's lanes to the most probable members; ``free_blocks.cc`` pushes the
-blocks of the slots that close back onto their free stacks. They are compiled into one library with the system's C++ compiler (``$CXX``,
+blocks of the slots that close back onto their free stacks; ``store_rows.cc`` copies the states a pool
+boundary stores into their entries. They are compiled into one library with the system's C++ compiler (``$CXX``,
 else ``c++``) against the headers jaxlib ships, under a name that hashes the sources, the compiler, its
 flags, jaxlib's version and the machine. Installing the package builds it into the package
 (``setup.py``), so that no process waits for it; where that library is missing or was built for another
@@ -31,14 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("ggm_rows.cc", "member_values.cc", "largest_first.cc", "free_blocks.cc"))
+                for name in ("ggm_rows.cc", "member_values.cc", "largest_first.cc", "free_blocks.cc", "store_rows.cc"))
 HEADERS = (Path(__file__).with_name("kernel_common.h"),)  # included by the sources
 TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredictRows",
            "nctl_row_predictions": "NctlRowPredictions", "nctl_entry_predictions": "NctlEntryPredictions",
            "nctl_pool_predictions": "NctlPoolPredictions",
            "nctl_member_values_f32": "NctlMemberValuesF32", "nctl_member_values_f64": "NctlMemberValuesF64",
            "nctl_largest_first": "NctlLargestFirst", "nctl_free_blocks": "NctlFreeBlocks",
-           "nctl_assign_lanes": "NctlAssignLanes"}
+           "nctl_assign_lanes": "NctlAssignLanes", "nctl_store_rows": "NctlStoreRows"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
 
 _lock = threading.Lock()
@@ -226,3 +227,21 @@ def free_blocks(block_of, free, n_free, first, stop, layer: int, offset: int, ne
     return tuple(call(block_of.astype(jnp.int32), free.astype(jnp.int32), n_free.astype(jnp.int32),
                       jnp.asarray(first, jnp.int32), jnp.asarray(stop, jnp.int32),
                       layer=np.int64(layer), offset=np.int64(offset), neurons=np.int64(neurons), clear=bool(clear)))
+
+
+def store_rows(pool_rows, blocks, stamps, block_of, lanes, lane_since, source, slot, winner, entry, offset: int,
+               init_value: float):
+    """One layer's pool rows ``pool_rows`` [N, C, E, K] with, for each neuron ``n`` whose ``entry[n]`` is in
+    ``[0, E)``, member ``winner[n]`` of ``slot`` stored there at every context (§6.3): its row in ``blocks``
+    [A, W, K] where it holds a current one (``block_of`` [S, columns, C]; in bounded mode its lane in
+    ``lanes`` [S, columns, W], current where ``stamps`` [A, W] >= ``lane_since``; exact mode passes None for
+    the three), else the row it started from (``source`` [S, k, columns]: a pool entry, or the fresh row of
+    ``init_value``). The layer's columns are ``offset .. offset + N - 1``. -> pool_rows, updated in place."""
+    bounded = lanes is not None
+    if not bounded:
+        stamps, lanes, lane_since = (jnp.zeros((0,) * rank, jnp.int32) for rank in (2, 3, 3))
+    call = jax.ffi.ffi_call("nctl_store_rows", jax.ShapeDtypeStruct(pool_rows.shape, jnp.float32),
+                            input_output_aliases={0: 0}, vmap_method="expand_dims")
+    ids = lambda a: jnp.asarray(a, jnp.int32)
+    return call(pool_rows, blocks, ids(stamps), ids(block_of), ids(lanes), ids(lane_since), ids(source), ids(slot),
+                ids(winner), ids(entry), offset=np.int64(offset), bounded=bounded, init_value=np.float32(init_value))
