@@ -151,7 +151,7 @@ def prune(alive, age, order, now, cfg: PoolConfig):
         old = live & (age < now)
         # sort the live states by (age, order); the oldest stays, the rest of the old ones are candidates
         big = jnp.iinfo(jnp.int32).max
-        rank = jnp.argsort(jnp.where(live, age, big).astype(jnp.int64) * (2**32) + order, stable=True)
+        rank = stable_order(jnp.where(live, age, big).astype(jnp.int64) * (2**32) + order)
         ages = jnp.where(live, age, now)[rank]
         after = jnp.append(ages[1:], now)
         before = jnp.concatenate([ages[:1], ages[:-1]])
@@ -162,4 +162,5 @@ def prune(alive, age, order, now, cfg: PoolConfig):
         victim = jnp.where(jnp.any(candidate), spacing_victim, fallback)
         return removed.at[victim].set(removed[victim] | (jnp.sum(live) > k))
 
-    return jax.lax.fori_loop(0, alive.shape[0], remove_one, jnp.zeros_like(alive))
+    # one state per round, as many rounds as the pool is over capacity (a round past that removes none)
+    return jax.lax.fori_loop(0, jnp.maximum(jnp.sum(alive, dtype=jnp.int32) - k, 0), remove_one, jnp.zeros_like(alive))
