@@ -336,15 +336,16 @@ def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
             np.testing.assert_allclose(q[b][:, computed], want[:, computed], rtol=1e-5)
 
 
+@pytest.mark.parametrize("contexts, width", [(5, 7), (64, 400)], ids=["small, on the calling thread", "threaded"])
 @pytest.mark.parametrize("bounded", [False, True], ids=["exact", "bounded"])
-def test_stored_rows_are_the_winners_rows_at_every_context(bounded):
+def test_stored_rows_are_the_winners_rows_at_every_context(bounded, contexts, width):
     """A pool boundary's store (§6.3): for each neuron with an entry to write, the winner's row at every
     context is its block's lane where it holds a current one (bounded: a lane naming it, filled since it
     took the lane), else its source entry's row, else the fresh row; the other entries and neurons are
     untouched. For one network and for class networks under vmap (the slot shared), against the loops
-    written out."""
+    written out; the larger case (3 x 4 x 64 x 400 floats) is spread over the intra-op threads."""
     rng = np.random.default_rng(21)
-    nets, neurons, contexts, entries, width, slots, k, columns, offset, lanes = 3, 4, 5, 6, 7, 3, 4, 9, 2, 3
+    nets, neurons, entries, slots, k, columns, offset, lanes = 3, 4, 6, 3, 4, 9, 2, 3
     blocks_n = 40
     W = lanes if bounded else k + 1
     pool = rng.normal(size=(nets, neurons, contexts, entries, width)).astype(np.float32)

@@ -28,12 +28,12 @@
 namespace ffi = xla::ffi;
 using nctl::Arg;
 using nctl::NetAxis;
+using nctl::ParallelFor;
 using nctl::Resolve;
 
 namespace {
 
 constexpr int kAccumulators = 16;  // independent partial sums of a dot product: the compiler vectorises them
-constexpr int64_t kThreadedProducts = 1 << 18;  // fewer multiply-adds than this run on the calling thread
 constexpr int64_t kItemsPerRun = 8;  // (slot, neuron) items a thread takes at once when training rows
 constexpr int64_t kRowsAhead = 2;  // a row's lines are asked for while the row this many before it is trained
 constexpr int64_t kSmallBlock = 1024;  // a block of fewer floats is asked for kSmallAhead items before its turn:
@@ -157,34 +157,6 @@ NCTL_CLONES void TrainLanes(const float* block, const bool* stale, const int32_t
       target[i] = value < -bound ? -bound : (value > bound ? bound : value);
     }
   }
-}
-
-// Run work(item) for item in [0, count) on the caller and up to threads - 1 pool threads; returns when
-// every item is done. Late pool tasks find no item left and return (the state they share outlives them).
-// Work of fewer than kThreadedProducts multiply-adds in all runs on the caller alone: handing it out
-// would cost more than it does.
-// Items are taken `run` at a time: consecutive items on one thread, where each prefetches the next.
-template <typename Work>
-void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t products, Work work, int64_t run = 1) {
-  if (products < kThreadedProducts) {
-    for (int64_t item = 0; item < count; ++item) work(item);
-    return;
-  }
-  struct Shared {
-    std::atomic<int64_t> next{0}, done{0};
-  };
-  auto shared = std::make_shared<Shared>();
-  auto drain = [shared, count, work, run]() {
-    for (int64_t first; (first = shared->next.fetch_add(run)) < count;) {
-      const int64_t last = std::min(first + run, count);
-      for (int64_t item = first; item < last; ++item) work(item);
-      shared->done.fetch_add(last - first, std::memory_order_release);
-    }
-  };
-  int64_t helpers = std::min<int64_t>(pool.num_threads(), count) - 1;
-  for (int64_t h = 0; h < helpers; ++h) pool.Schedule([drain] { drain(); });
-  drain();
-  while (shared->done.load(std::memory_order_acquire) < count) std::this_thread::yield();
 }
 
 // The rows of every live (net, slot, neuron) item: predictions into `q`, and where `arena` is writable

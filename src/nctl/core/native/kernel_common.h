@@ -1,10 +1,15 @@
 // What the kernel files share (docs/algorithm.md §6.11): the instruction sets a hot function is compiled
-// for, and how an FFI argument's optional leading axis of class networks is read.
+// for, how an FFI argument's optional leading axis of class networks is read, and how work is spread
+// over XLA's intra-op threads.
 
 #ifndef NCTL_KERNEL_COMMON_H_
 #define NCTL_KERNEL_COMMON_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <thread>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -46,6 +51,36 @@ Arg<T> Resolve(const xla::ffi::Buffer<D>& buffer, size_t rank, int64_t nets) {
   for (size_t d = dims.size() - rank; d < dims.size(); ++d) per_net *= dims[d];
   bool batched = dims.size() == rank + 1 && dims[0] == nets && nets > 1;
   return {reinterpret_cast<const T*>(buffer.untyped_data()), batched ? per_net : 0};
+}
+
+constexpr int64_t kThreadedProducts = 1 << 18;  // work of fewer multiply-adds (or floats moved) runs on the caller
+
+// Run work(item) for item in [0, count) on the caller and up to threads - 1 pool threads; returns when
+// every item is done. Late pool tasks find no item left and return (the state they share outlives them).
+// Work of fewer than kThreadedProducts multiply-adds (or floats moved) in all runs on the caller alone:
+// handing it out would cost more than it does.
+// Items are taken `run` at a time: consecutive items on one thread, where each prefetches the next.
+template <typename Work>
+void ParallelFor(xla::ffi::ThreadPool& pool, int64_t count, int64_t products, Work work, int64_t run = 1) {
+  if (products < kThreadedProducts) {
+    for (int64_t item = 0; item < count; ++item) work(item);
+    return;
+  }
+  struct Shared {
+    std::atomic<int64_t> next{0}, done{0};
+  };
+  auto shared = std::make_shared<Shared>();
+  auto drain = [shared, count, work, run]() {
+    for (int64_t first; (first = shared->next.fetch_add(run)) < count;) {
+      const int64_t last = std::min(first + run, count);
+      for (int64_t item = first; item < last; ++item) work(item);
+      shared->done.fetch_add(last - first, std::memory_order_release);
+    }
+  };
+  int64_t helpers = std::min<int64_t>(pool.num_threads(), count) - 1;
+  for (int64_t h = 0; h < helpers; ++h) pool.Schedule([drain] { drain(); });
+  drain();
+  while (shared->done.load(std::memory_order_acquire) < count) std::this_thread::yield();
 }
 
 }  // namespace nctl

@@ -20,6 +20,9 @@ using Rows = ffi::Buffer<ffi::F32>;
 
 namespace {
 
+constexpr int64_t kRowsAhead = 2;  // a row's lines are asked for while the row this many before it is copied
+constexpr int64_t kFloatsPerLine = 16;  // a 64-byte cache line
+
 int64_t Clamp(int64_t i, int64_t size) { return std::min<int64_t>(std::max<int64_t>(i, 0), size - 1); }
 
 }  // namespace
@@ -36,10 +39,11 @@ int64_t Clamp(int64_t i, int64_t size) { return std::min<int64_t>(std::max<int64
 // columns, C], lanes and lane_since [nets?, S, columns, W], source [nets?, S, k, columns], slot [nets?],
 // winner and entry [nets?, N]; in exact mode stamps, lanes and lane_since are not read. Indices are clamped
 // to their arrays as XLA's gathers clamp them. A source entry is never one being written (the pool update
-// chooses targets that no stored state reads), so the rows read are those before the call.
-ffi::Error StoreRows(Rows pool_rows, Rows blocks, Ids stamps, Ids block_of, Ids lanes, Ids lane_since, Ids source,
-                     Ids slot, Ids winner, Ids entry, int64_t offset, bool bounded, float init_value,
-                     ffi::ResultBuffer<ffi::F32> out) {
+// chooses targets that no stored state reads), so the rows read are those before the call, and the
+// (network, neuron) items, which write apart, are spread over XLA's intra-op threads.
+ffi::Error StoreRows(ffi::ThreadPool threads, Rows pool_rows, Rows blocks, Ids stamps, Ids block_of, Ids lanes,
+                     Ids lane_since, Ids source, Ids slot, Ids winner, Ids entry, int64_t offset, bool bounded,
+                     float init_value, ffi::ResultBuffer<ffi::F32> out) {
   auto pool_dims = pool_rows.dimensions(), block_dims = blocks.dimensions(), table_dims = block_of.dimensions(),
        source_dims = source.dimensions();
   if (pool_dims.size() < 4 || block_dims.size() < 3 || table_dims.size() < 3 || source_dims.size() < 3 ||
@@ -70,46 +74,62 @@ ffi::Error StoreRows(Rows pool_rows, Rows blocks, Ids stamps, Ids block_of, Ids 
   const auto Entry = Resolve<int32_t>(entry, 1, nets);
   const int64_t pool_size = N * C * E * K;
   float* written = out->typed_data();
-  for (int64_t g = 0; g < nets; ++g) {  // the output starts as the input (the same buffer where aliased)
+  for (int64_t g = 0; g < nets; ++g)  // the output starts as the input (the same buffer where aliased)
+    if (written + g * pool_size != Pool.at(g))
+      std::memcpy(written + g * pool_size, Pool.at(g), pool_size * sizeof(float));
+
+  // One (network, neuron) item: its C rows, each asked for kRowsAhead rows before it is copied (the rows
+  // lie kilobytes apart, where the processor's prefetcher stops).
+  auto one_neuron = [&](int64_t item) {
+    const int64_t g = item / N, n = item % N;
+    const int64_t target = Entry.at(g)[n];
+    if (target < 0 || target >= E) return;
     float* rows = written + g * pool_size;
-    if (rows != Pool.at(g)) std::memcpy(rows, Pool.at(g), pool_size * sizeof(float));
     const int64_t p = Clamp(*Slot.at(g), S);
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t target = Entry.at(g)[n];
-      if (target < 0 || target >= E) continue;
-      const int64_t m = Winner.at(g)[n], col = offset + n;
-      int64_t lane = m;  // exact mode: the member's own lane
-      bool has_lane = true;
-      if (bounded) {
-        const int32_t* held = Lane.at(g) + (p * columns + col) * W;
-        const int32_t* found = std::find(held, held + W, static_cast<int32_t>(m));
-        has_lane = found != held + W;
-        lane = has_lane ? found - held : 0;
-      }
-      lane = Clamp(lane, W);
-      const int64_t from = (k > 0 && m >= 0 && m < k) ? Source.at(g)[(p * k + m) * columns + col] : -1;
-      const int32_t* block_ids = Table.at(g) + (p * columns + col) * C;
-      for (int64_t c = 0; c < C; ++c) {
-        float* to = rows + ((n * C + c) * E + target) * K;
-        const int64_t b = block_ids[c];
-        bool owns = b >= 0 && has_lane;
-        if (owns && bounded)
-          owns = Stamp.at(g)[Clamp(b, A) * W + lane] >= Since.at(g)[(p * columns + col) * W + lane];
-        if (owns) {
-          std::memcpy(to, Block.at(g) + (Clamp(b, A) * W + lane) * K, K * sizeof(float));
-        } else if (from >= 0) {
-          std::memcpy(to, rows + ((n * C + c) * E + Clamp(from, E)) * K, K * sizeof(float));
-        } else {
-          std::fill_n(to, K, init_value);
+    const int64_t m = Winner.at(g)[n], col = offset + n;
+    int64_t lane = m;  // exact mode: the member's own lane
+    bool has_lane = true;
+    if (bounded) {
+      const int32_t* held = Lane.at(g) + (p * columns + col) * W;
+      const int32_t* found = std::find(held, held + W, static_cast<int32_t>(m));
+      has_lane = found != held + W;
+      lane = has_lane ? found - held : 0;
+    }
+    lane = Clamp(lane, W);
+    const int64_t from = (k > 0 && m >= 0 && m < k) ? Source.at(g)[(p * k + m) * columns + col] : -1;
+    const int32_t* block_ids = Table.at(g) + (p * columns + col) * C;
+    const int32_t since = bounded ? Since.at(g)[(p * columns + col) * W + lane] : 0;
+    auto source_row = [&](int64_t c) -> const float* {  // the row stored at context c (nullptr: the fresh row)
+      const int64_t b = block_ids[c];
+      if (b >= 0 && has_lane && (!bounded || Stamp.at(g)[Clamp(b, A) * W + lane] >= since))
+        return Block.at(g) + (Clamp(b, A) * W + lane) * K;
+      return from >= 0 ? rows + ((n * C + c) * E + Clamp(from, E)) * K : nullptr;
+    };
+    auto target_row = [&](int64_t c) { return rows + ((n * C + c) * E + target) * K; };
+    for (int64_t c = 0; c < C; ++c) {
+      if (c + kRowsAhead < C) {
+        const float* next = source_row(c + kRowsAhead);
+        float* next_target = target_row(c + kRowsAhead);
+        for (int64_t i = 0; i < K; i += kFloatsPerLine) {
+          if (next) __builtin_prefetch(next + i, 0);
+          __builtin_prefetch(next_target + i, 1);
         }
       }
+      const float* row = source_row(c);
+      if (row) {
+        std::memcpy(target_row(c), row, K * sizeof(float));
+      } else {
+        std::fill_n(target_row(c), K, init_value);
+      }
     }
-  }
+  };
+  nctl::ParallelFor(threads, nets * N, nets * N * C * K, one_neuron);
   return ffi::Error::Success();
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NctlStoreRows, StoreRows,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<Rows>()
                                   .Arg<Rows>()
                                   .Arg<Ids>()
