@@ -337,40 +337,58 @@ def test_pool_decisions_are_scored_in_place_as_gathered_rows_are():
 
 
 @pytest.mark.parametrize("contexts, width", [(5, 7), (64, 400)], ids=["small, on the calling thread", "threaded"])
-def test_stored_rows_are_the_rows_their_codes_name(contexts, width):
-    """A pool boundary's store (§6.3): for each neuron with an entry to write, the row its code names at
-    each context (a block's lane row, the fresh row, or one of the neuron's pool entries there, as the
-    pool decisions read codes) is copied into that entry; the other entries and neurons are untouched.
-    For one network and for class networks under vmap, against the loops written out; the larger case (3
-    x 4 x 64 x 400 floats) is spread over the intra-op threads."""
+@pytest.mark.parametrize("bounded", [False, True], ids=["exact", "bounded"])
+def test_stored_rows_are_the_winners_rows_at_every_context(bounded, contexts, width):
+    """A pool boundary's store (§6.3): for each neuron with an entry to write, the winner's row at every
+    context is its block's lane where it holds a current one (bounded: a lane naming it, filled since it
+    took the lane), else its source entry's row, else the fresh row; the other entries and neurons are
+    untouched. For one network and for class networks under vmap (the slot shared), against the loops
+    written out; the larger case (3 x 4 x 64 x 400 floats) is spread over the intra-op threads."""
     rng = np.random.default_rng(21)
-    nets, neurons, entries, blocks_n, lanes, init = 3, 4, 6, 40, 3, 0.125
+    nets, neurons, entries, slots, k, columns, offset, lanes = 3, 4, 6, 3, 4, 9, 2, 3
+    blocks_n = 40
+    W = lanes if bounded else k + 1
     pool = rng.normal(size=(nets, neurons, contexts, entries, width)).astype(np.float32)
-    blocks = rng.normal(size=(nets, blocks_n, lanes, width)).astype(np.float32)
+    blocks = rng.normal(size=(nets, blocks_n, W, width)).astype(np.float32)
+    stamps = rng.integers(0, 10, (nets, blocks_n, W)).astype(np.int32)
+    block_of = np.where(rng.random((nets, slots, columns, contexts)) < 0.7,
+                        rng.integers(0, blocks_n, (nets, slots, columns, contexts)), -1).astype(np.int32)
+    held = np.stack([[[rng.permutation(k + 1)[:W] for _ in range(columns)] for _ in range(slots)]
+                     for _ in range(nets)]).astype(np.int32)
+    held[rng.random(held.shape) < 0.3] = -1
+    since = rng.integers(0, 10, (nets, slots, columns, W)).astype(np.int32)
+    source = rng.integers(-1, entries, (nets, slots, k, columns)).astype(np.int32)
+    slot, init = np.int32(1), 0.125
+    winner = rng.integers(0, k + 1, (nets, neurons)).astype(np.int32)
     target = rng.integers(0, entries + 2, (nets, neurons)).astype(np.int32)  # entries and beyond: none
-    kind = rng.integers(0, 3, (nets, neurons, contexts))
-    # no code names an entry being written, as the pool update chooses its targets
-    source = (target[..., None] + rng.integers(1, entries, kind.shape)) % entries
-    codes = np.where(kind == 0, rng.integers(0, blocks_n * lanes, kind.shape),
-                     np.where(kind == 1, -1, -2 - source)).astype(np.int32)
+    # no entry both read (a winner's source) and written, as the pool update chooses its targets
+    source[np.arange(nets)[:, None], slot, np.minimum(winner, k - 1), offset + np.arange(neurons)] = np.where(
+        target < entries, (target + 1) % entries, -1)
 
     def expected(g):
         out = pool[g].copy()
         for n in range(neurons):
             if not 0 <= target[g, n] < entries:
                 continue
+            m, col = winner[g, n], offset + n
             for c in range(contexts):
-                code = codes[g, n, c]
-                out[n, c, target[g, n]] = (blocks[g].reshape(-1, width)[code] if code >= 0 else
-                                           np.full(width, init, np.float32) if code == -1 else pool[g, n, c, -2 - code])
+                b = block_of[g, slot, col, c]
+                lane = list(held[g, slot, col]).index(m) if bounded and m in held[g, slot, col] else m
+                owns = b >= 0 and (not bounded or (m in held[g, slot, col]
+                                                    and stamps[g, b, lane] >= since[g, slot, col, lane]))
+                e = source[g, slot, m, col] if m < k else -1
+                out[n, c, target[g, n]] = (blocks[g, b, lane] if owns else pool[g, n, c, e] if e >= 0
+                                           else np.full(width, init, np.float32))
         return out
 
-    one = jax.jit(lambda p, b, r, e: native.store_rows(p, b, r, e, init))
-    assert np.array_equal(np.asarray(one(pool[0], blocks[0], codes[0], target[0])), expected(0))
-    got = np.asarray(jax.jit(jax.vmap(one))(pool, blocks, codes, target))
+    one = jax.jit(lambda p, b, st, t, h, si, so, w, e: native.store_rows(
+        p, b, st if bounded else None, t, h if bounded else None, si if bounded else None, so, slot, w, e, offset,
+        init))
+    args = (pool, blocks, stamps, block_of, held, since, source, winner, target)
+    assert np.array_equal(np.asarray(one(*(a[0] for a in args))), expected(0))
+    got = np.asarray(jax.jit(jax.vmap(one))(*args))
     for g in range(nets):
         assert np.array_equal(got[g], expected(g))
-    assert all(np.any(got[g] != pool[g]) for g in range(nets))  # some entry of each network was written
 
 
 def test_the_engine_calls_the_kernel():

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from nctl.core import mixing, native, pool
 from nctl.core.engine.config import EngineConfig, uses_kernel
-from nctl.core.engine.members import member_row_codes, member_weights
+from nctl.core.engine.members import member_row, member_weights, source_entry
 from nctl.core.engine.ops import any_net, when
 from nctl.core.engine.state import Net, State
 from nctl.core.platform import by_platform
@@ -172,8 +172,10 @@ def scores(at: _Layer, neurons, needed, ids, c, x, entries, slots, members, on, 
         q = jax.lax.fori_loop(0, count, lambda m, q: q.at[m].set(gathered_member(m, u)), empty)
         return jnp.concatenate([gathered_stored(pool_rows, u), jnp.moveaxis(q, 0, -1)], axis=-1)
 
-    rows = member_row_codes(net, layer, cfg, slots[:, None, None], members[..., None], neurons[None, :, None],
-                            c[None])  # [M, B, R]
+    block, lane, owns = member_row(net, layer, cfg, slots[:, None, None], members[..., None],
+                                   neurons[None, :, None], c[None])  # [M, B, R]
+    entry = source_entry(net, layer, cfg, slots[:, None], members, neurons[None])  # [M, B]
+    rows = jnp.where(owns, jnp.maximum(block, 0) * net.arena.blocks[layer].shape[-2] + lane, -2 - entry[..., None])
     table, offset, bound = _input_table(at)
     scored = on & needed & (jnp.arange(slots.shape[0]) < count)[:, None]
     q = by_platform(net.arena.pool_rows[layer], cpu=lambda pool_rows: native.pool_predictions(

@@ -58,11 +58,3 @@ def member_weights(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron
     block, lane, owns = member_row(net, layer, cfg, slot, member, neuron, context)
     trained = net.arena.blocks[layer][jnp.maximum(block, 0), lane]
     return jnp.where(owns[..., None], trained, source_weights(net, layer, cfg, slot, member, neuron, context))
-
-
-def member_row_codes(net: Net, layer: int, cfg: EngineConfig, slot, member, neuron, context):
-    """``member_row`` as one code per item, as the CPU kernels read it (§6.11): ``block x W + lane`` where the
-    member owns its trained row, else ``-2 - entry`` of its source (-1, the fresh row, where it has none)."""
-    block, lane, owns = member_row(net, layer, cfg, slot, member, neuron, context)
-    entry = source_entry(net, layer, cfg, slot, member, neuron)
-    return jnp.where(owns, jnp.maximum(block, 0) * net.arena.blocks[layer].shape[-2] + lane, -2 - entry)

@@ -25,7 +25,7 @@ from nctl.core.reservoir import Reservoir
 from nctl.core.engine.arena import allocate, fill_blocks
 from nctl.core.engine.config import EngineConfig, kernel_trains
 from nctl.core.engine.decisions import Close, layer_actions
-from nctl.core.engine.members import member_row_codes, member_weights
+from nctl.core.engine.members import member_weights
 from nctl.core.engine.ops import any_net, per_net, when
 from nctl.core.engine.records import read_entries
 from nctl.core.engine.state import Net, State, pool_roster
@@ -186,13 +186,11 @@ def _store_rows(net: Net, layer: int, slot, winner, entry, cfg: EngineConfig):
                                              partial(_write_neuron, net, layer, slot, winner, entry, cfg), rows)
     if not kernel_trains(cfg.rows):
         return by_loop(net.arena.pool_rows[layer])
-    shape = cfg.layers[layer]
-
-    def kernel(pool_rows):
-        codes = member_row_codes(net, layer, cfg, slot, winner[:, None], jnp.arange(shape.neurons)[:, None],
-                                 jnp.arange(cfg.contexts)[None, :])  # [N_i, C]
-        return native.store_rows(pool_rows, net.arena.blocks[layer], codes, entry, cfg.rows.init_value(shape.fan_in))
-
+    shape, slots, arena = cfg.layers[layer], net.slots, net.arena
+    stamps = arena.stamps[layer] if cfg.pool.bounded else None
+    kernel = lambda rows: native.store_rows(rows, arena.blocks[layer], stamps, slots.block_of, slots.lanes,
+                                            slots.lane_since, slots.source, slot, winner, entry, shape.offset,
+                                            cfg.rows.init_value(shape.fan_in))
     return by_platform(net.arena.pool_rows[layer], cpu=kernel, default=by_loop)
 
 

@@ -229,12 +229,19 @@ def free_blocks(block_of, free, n_free, first, stop, layer: int, offset: int, ne
                       layer=np.int64(layer), offset=np.int64(offset), neurons=np.int64(neurons), clear=bool(clear)))
 
 
-def store_rows(pool_rows, blocks, rows, entry, init_value: float):
+def store_rows(pool_rows, blocks, stamps, block_of, lanes, lane_since, source, slot, winner, entry, offset: int,
+               init_value: float):
     """One layer's pool rows ``pool_rows`` [N, C, E, K] with, for each neuron ``n`` whose ``entry[n]`` is in
-    ``[0, E)``, the row that ``rows[n, c]`` [N, C] names stored there at every context ``c`` (§6.3): a row
-    code as ``pool_predictions`` reads it (``a x W + lane`` of ``blocks`` [A, W, K] if >= 0, the fresh row of
-    ``init_value`` if -1, else pool entry ``-2 - code``). -> pool_rows, updated in place."""
+    ``[0, E)``, member ``winner[n]`` of ``slot`` stored there at every context (§6.3): its row in ``blocks``
+    [A, W, K] where it holds a current one (``block_of`` [S, columns, C]; in bounded mode its lane in
+    ``lanes`` [S, columns, W], current where ``stamps`` [A, W] >= ``lane_since``; exact mode passes None for
+    the three), else the row it started from (``source`` [S, k, columns]: a pool entry, or the fresh row of
+    ``init_value``). The layer's columns are ``offset .. offset + N - 1``. -> pool_rows, updated in place."""
+    bounded = lanes is not None
+    if not bounded:
+        stamps, lanes, lane_since = (jnp.zeros((0,) * rank, jnp.int32) for rank in (2, 3, 3))
     call = jax.ffi.ffi_call("nctl_store_rows", jax.ShapeDtypeStruct(pool_rows.shape, jnp.float32),
                             input_output_aliases={0: 0}, vmap_method="expand_dims")
-    return call(pool_rows, blocks, jnp.asarray(rows, jnp.int32), jnp.asarray(entry, jnp.int32),
-                init_value=np.float32(init_value))
+    ids = lambda a: jnp.asarray(a, jnp.int32)
+    return call(pool_rows, blocks, ids(stamps), ids(block_of), ids(lanes), ids(lane_since), ids(source), ids(slot),
+                ids(winner), ids(entry), offset=np.int64(offset), bounded=bounded, init_value=np.float32(init_value))

@@ -411,7 +411,9 @@ ffi::Error PoolPredictions(ffi::ThreadPool threads, ffi::Buffer<ffi::F32> pool_r
       for (int64_t m = 0; m < M; ++m) {
         if (!Scored.at(g)[m * B + b]) continue;
         const int64_t code = Row.at(g)[(m * B + b) * R + r];
-        row[count] = nctl::CodedRow(code, Blocks.at(g), A, fresh.data(), stored, E, K);
+        row[count] = code >= 0    ? Blocks.at(g) + std::min<int64_t>(code, A - 1) * K
+                     : code == -1 ? fresh.data()
+                                  : stored + std::min<int64_t>(-2 - code, E - 1) * K;
         column[count++] = J + m;
       }
       const float* u = shared.data() + (g * R + r) * K;

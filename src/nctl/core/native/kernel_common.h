@@ -53,15 +53,6 @@ Arg<T> Resolve(const xla::ffi::Buffer<D>& buffer, size_t rank, int64_t nets) {
   return {reinterpret_cast<const T*>(buffer.untyped_data()), batched ? per_net : 0};
 }
 
-// The row a member's code names (the engine's `members.member_row_codes`): a block row, code = block x W +
-// lane, of `arena` (`arena_rows` rows of K weights) if >= 0; `fresh` if -1; else pool entry -2 - code of
-// `entries` (the neuron's `entry_count` entries at one context). A code past its array names the last row.
-inline const float* CodedRow(int64_t code, const float* arena, int64_t arena_rows, const float* fresh,
-                             const float* entries, int64_t entry_count, int64_t K) {
-  if (code >= 0) return arena + std::min(code, arena_rows - 1) * K;
-  return code == -1 ? fresh : entries + std::min(-2 - code, entry_count - 1) * K;
-}
-
 constexpr int64_t kThreadedProducts = 1 << 18;  // work of fewer multiply-adds (or floats moved) runs on the caller
 
 // Run work(item) for item in [0, count) on the caller and up to threads - 1 pool threads; returns when
