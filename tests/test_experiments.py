@@ -24,6 +24,7 @@ TINY = {
     "permuted-mnist-reduced": PERMUTED_TINY,
     "permuted-mnist-deskewed": PERMUTED_TINY,
     "permuted-mnist-deskewed-c256-bounded": PERMUTED_TINY,
+    "permuted-mnist-deskewed-c256-exact": PERMUTED_TINY,
     "permuted-mnist-c256-bounded": PERMUTED_TINY,
     "permuted-mnist-deskewed-c256-lr0.003-bounded": PERMUTED_TINY,
     "permuted-mnist-deskewed-c512-lr0.003-bounded2": PERMUTED_TINY,
@@ -48,6 +49,7 @@ REGRESSION = {name for name, exp in configs.EXPERIMENTS.items() if exp.kind == c
 # variant builds its stream and learners (test_a_variant_builds_its_stream_and_learners)
 VARIANTS = {"split-mnist-deskewed": "split-mnist", "permuted-mnist-reduced": "permuted-mnist",
             "permuted-mnist-deskewed": "permuted-mnist", "permuted-mnist-deskewed-c256-bounded": "permuted-mnist",
+            "permuted-mnist-deskewed-c256-exact": "permuted-mnist",
             "permuted-mnist-c256-bounded": "permuted-mnist",
             "permuted-mnist-deskewed-c256-lr0.003-bounded": "permuted-mnist",
             "permuted-mnist-deskewed-c512-lr0.003-bounded2": "permuted-mnist",

@@ -79,6 +79,7 @@ STREAM_DATA = {"split_mnist": "mnist", "permuted_mnist": "mnist", "mnist_classes
 # wall_s of the results files under docs/results)
 SEED_DURATION = {"demo": "1 min", "split-mnist": "15 min", "split-mnist-deskewed": "15 min",
                  "split-fashion-mnist": "45 min", "permuted-mnist": "hours", "permuted-mnist-deskewed": "1.5 h",
+                 "permuted-mnist-deskewed-c256-exact": "60 min",
                  "permuted-mnist-deskewed-c256-bounded": "70 min",
                  "permuted-mnist-deskewed-c256-lr0.003-bounded": "70 min",
                  "permuted-mnist-deskewed-c512-lr0.003-bounded2": "60 min",
