@@ -24,7 +24,7 @@ implementation of the step must move.
 ``--fresh-steps N`` also reports what a user's stream sees (``fresh``): a fresh learner of the same
 configuration on real standardised MNIST digits (``--data-dir`` or ``$NCTL_DATA``), its first ``N``
 steps in blocks of 256, first compilation and arena enlargements included, against the same floor
-(every member trained, at the live slots of those steps).
+(the trained members' rows, B of them in bounded mode, at the live slots of those steps).
 
 With ``--trained-members B`` NCTL runs in bounded mode (only the ``B`` most probable members of each
 node learn; the floor then counts ``B`` trained rows per live slot and neuron). ``--min-segment``
