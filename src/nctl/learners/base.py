@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import atomic, memory, compilation
+from nctl import atomic, compilation, interrupts, memory
 from nctl.core import engine
 from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
 
@@ -54,10 +54,12 @@ class OnlineLearner:
         self._forked = False  # inside ``fork``: the learner reads, and learns nothing
         self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
 
-    # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y) -> probs [n, classes],
-    # _predict(X) -> [n, classes]; _checked_targets(y) -> y checked (labels by default), with _outputs
-    # what a regressor changes; _init_state may also set host-side bookkeeping; _learn_then_predict
-    # (X, y, x) -> the prediction [classes] of x after learning the rows, when one call can do both;
+    # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y, stop) -> probs [done, classes] of
+    # the rows learned, all of them unless a Ctrl-C was noted in ``stop`` (interrupts.held), where it ends
+    # after a block of rows with the state whole; _predict(X) -> [n, classes]; _checked_targets(y) -> y
+    # checked (labels by default), with _outputs what a regressor changes; _init_state may also set
+    # host-side bookkeeping; _learn_then_predict(X, y, x, stop) -> (rows learned, the prediction [classes]
+    # of x after learning them), when one call can do both;
     # _shape_meta() -> what a save needs beyond the parameters to rebuild the state's shapes, which
     # restore_template(n_features, shapes) reads back
 
@@ -76,17 +78,27 @@ class OnlineLearner:
         """Learn the rows ``learn_one`` kept back (it keeps up to ``PENDING_ROWS`` and runs them in one
         call, or together with the next prediction: ``predict_proba_one``; docs/algorithm.md §6.9)."""
         if self._pending:
-            X, y = self._pending_batch()
-            self._learn(X, y)
+            with interrupts.held() as stop:
+                X, y = self._pending_batch()
+                self._keep_unlearned(X, y, len(self._learn(X, y, stop)))
+            interrupts.raise_if_asked(stop, self._pending_interrupted())
 
     def _pending_batch(self):
         X, y = np.array([x for x, _ in self._pending]), np.stack([target for _, target in self._pending])
         self._pending = []
         return X, y
 
-    def _learn_then_predict(self, X, y, x):
-        self._learn(X, y)
-        return self._predict(x[None])[0]
+    def _keep_unlearned(self, X, y, done: int) -> None:
+        """The rows of the pending batch ``X, y`` after the first ``done`` go back to wait, in order."""
+        self._pending = list(zip(X[done:], y[done:])) + self._pending
+
+    def _pending_interrupted(self) -> str:
+        return (f"interrupted: {type(self).__name__} is whole and usable; {len(self._pending)} rows given to "
+                "learn_one wait to be learned")
+
+    def _learn_then_predict(self, X, y, x, stop):
+        done = len(self._learn(X, y, stop))
+        return done, self._predict(x[None])[0]
 
     def _checked_targets(self, y) -> np.ndarray:
         """``y`` as labels (``check_labels``): int32 class indices."""
@@ -152,8 +164,11 @@ class OnlineLearner:
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
         self._run_pending()
-        probs = self._learn(X, y)
-        self.t_ += len(X)
+        with interrupts.held() as stop:
+            probs = self._learn(X, y, stop)
+            self.t_ += len(probs)
+        interrupts.raise_if_asked(stop, f"learn_many interrupted: {type(self).__name__} learned the first "
+                                  f"{len(probs)} of the {len(X)} rows, and is whole, usable and savable")
         return self._outputs(probs)
 
     def _checked_batch(self, X, y):
@@ -204,7 +219,12 @@ class OnlineLearner:
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
         if self._pending:
-            return self._outputs(self._learn_then_predict(*self._pending_batch(), x)[None])[0]
+            with interrupts.held() as stop:
+                X, y = self._pending_batch()
+                done, p = self._learn_then_predict(X, y, x, stop)
+                self._keep_unlearned(X, y, done)
+            interrupts.raise_if_asked(stop, self._pending_interrupted())
+            return self._outputs(p[None])[0]
         return self._predict_rows(x[None])[0]
 
     @_first_call_noticed

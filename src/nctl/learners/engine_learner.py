@@ -11,7 +11,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from nctl import memory
+from nctl import interrupts, memory
 from nctl.core import engine, tree
 from nctl.core.pool import PoolConfig
 from nctl.learners.base import bytes_of
@@ -117,16 +117,16 @@ class EngineLearner:
                 what = f"{type(self).__name__} reserving {wanted} steps"
                 needed = self.state_bytes(self.n_features_, n_steps=wanted)
                 memory.check_fits(what, needed, self._memory_remedy)
-                with memory.allocation(what, needed, self._memory_remedy):
+                with interrupts.held() as stop, memory.allocation(what, needed, self._memory_remedy):
                     state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
-                    jax.block_until_ready(state)
-                self.state_, self.cfg_ = state, cfg
+                    self.state_, self.cfg_ = jax.block_until_ready(state), cfg
+                interrupts.raise_if_asked(stop, f"reserve interrupted after it reserved {wanted} steps")
         self._reserved_steps = wanted
 
     # -- learning and predicting
 
-    def _learn(self, X, y):
-        return self._run(X, y, None)[0]
+    def _learn(self, X, y, stop):
+        return self._run(X, y, None, stop)[0]
 
     def learn_observed(self, X, y, observe):
         """``learn_many`` that also returns ``observe(state, cfg)`` after every step (stacked), taken once
@@ -134,17 +134,23 @@ class EngineLearner:
         function of the engine state and configuration (``nctl.core.engine``), e.g.
         ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
-        probs, observations = self._run(X, y, observe)
-        self.t_ += len(X)
+        self._run_pending()
+        with interrupts.held() as stop:
+            probs, observations = self._run(X, y, observe, stop)
+            self.t_ += len(probs)
+        interrupts.raise_if_asked(stop, f"learn_observed interrupted: {type(self).__name__} learned the first "
+                                  f"{len(probs)} of the {len(X)} rows, and is whole, usable and savable")
         return self._outputs(probs), observations
 
-    def _run(self, X, y, observe):
-        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe)
+    def _run(self, X, y, observe, stop):
+        """Learn the rows (all unless ``stop`` ends it early, ``engine.learn``); returns the predictions and
+        observations of the rows learned."""
+        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe, stop)
         return probs, observations
 
-    def _learn_then_predict(self, X, y, x):
-        self.state_, self.cfg_, _, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x)
-        return p
+    def _learn_then_predict(self, X, y, x, stop):
+        self.state_, self.cfg_, probs, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x, stop)
+        return len(probs), p
 
     @contextmanager
     def fork(self, X, y):
@@ -164,12 +170,15 @@ class EngineLearner:
             return
         t, cfg = self.t_, self._cfg
         try:
-            self._learn(X, y)
+            with interrupts.held() as stop:  # the journal undoes these rows, however many were learned
+                self._learn(X, y, stop)
+            interrupts.raise_if_asked(stop, "fork interrupted: the learner is as it was before the fork")
             self._forked, self.t_ = True, t + len(X)
             yield self
         finally:
-            self._forked = False
-            self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
+            with interrupts.held():  # the undo hands the state over too; whatever interrupted was raised already
+                self._forked = False
+                self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
             if kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # kept for the next fork from here
                 self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self._state.nets.arena.pool_rows)
 

@@ -93,10 +93,12 @@ class GLN(OnlineLearner):
                                   n_features, self.layer_sizes, self.context_bits)
         return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
 
-    def _learn(self, X, y):
+    def _learn(self, X, y, stop):
         positive, rows = _positive_labels(self.n_classes), self.rows
-        out = []
+        out = [np.zeros((0, len(positive)), np.float32)]
         for n, Z, Y in _padded_chunks(X, y, GLN_CHUNK):
+            if stop.asked:
+                break
             self.state_, p = _gln_chunk(self.state_, Z, Y, n, positive, rows)
             out.append(np.asarray(p[:n]))
         return np.concatenate(out)

@@ -88,20 +88,25 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
 
     # -- learning and predicting, in the targets' units
 
-    def _run(self, X, y, observe):
-        """Learn ``y`` standardised; returns the pre-update predicted means [n, 1] in the targets' units."""
-        shifts, scales, scaled, self.targets_ = standardised(self.targets_, y)
-        q, observations = super()._run(X, scaled, observe)
-        return (shifts + scales * q[:, 0, 0])[:, None], observations
+    def _run(self, X, y, observe, stop):
+        """Learn ``y`` standardised; returns the pre-update predicted means [done, 1] of the rows learned, in
+        the targets' units (the target statistics count those rows only)."""
+        shifts, scales, scaled, _ = standardised(self.targets_, y)
+        q, observations = super()._run(X, scaled, observe, stop)
+        self.targets_ = standardised(self.targets_, y[:len(q)])[3]
+        return (shifts[:len(q)] + scales[:len(q)] * q[:, 0, 0])[:, None], observations
 
-    def _learn_then_distribution(self, X, y, x):
+    def _learn_then_distribution(self, X, y, x, stop):
         """Learn ``X, y`` and predict ``x`` in one compiled call where it can (``engine.learn_then_predict``)."""
-        _, _, scaled, self.targets_ = standardised(self.targets_, y)
-        means, variances = self._in_target_units(super()._learn_then_predict(X, scaled, x)[None])
-        return means[0], variances[0]
+        _, _, scaled, _ = standardised(self.targets_, y)
+        done, q = super()._learn_then_predict(X, scaled, x, stop)
+        self.targets_ = standardised(self.targets_, y[:done])[3]
+        means, variances = self._in_target_units(q[None])
+        return done, means[0], variances[0]
 
-    def _learn_then_predict(self, X, y, x):
-        return np.array([self._learn_then_distribution(X, y, x)[0]])
+    def _learn_then_predict(self, X, y, x, stop):
+        done, mean, _ = self._learn_then_distribution(X, y, x, stop)
+        return done, np.array([mean])
 
     def _predict(self, X):
         return self._distribution(X)[0][:, None]

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nctl import interrupts
 from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
@@ -132,17 +133,22 @@ class Regressor:
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
         if self._pending:
-            mean, variance = self._learn_then_distribution(*self._pending_batch(), x)
+            with interrupts.held() as stop:
+                X, y = self._pending_batch()
+                done, mean, variance = self._learn_then_distribution(X, y, x, stop)
+                self._keep_unlearned(X, y, done)
+            interrupts.raise_if_asked(stop, self._pending_interrupted())
         else:
             means, variances = self.predict_distribution_many(x[None])
             mean, variance = means[0], variances[0]
         return float(mean), float(variance)
 
-    def _learn_then_distribution(self, X, y, x):
-        """Learn the rows ``X, y``, then the predictive (mean, variance) of ``x``."""
-        self._learn(X, y)
+    def _learn_then_distribution(self, X, y, x, stop):
+        """Learn the rows ``X, y`` (all unless ``stop`` ends it early), then the predictive (mean, variance)
+        of ``x``; returns ``(rows learned, mean, variance)``."""
+        done = len(self._learn(X, y, stop))
         means, variances = self._distribution(x[None])
-        return means[0], variances[0]
+        return done, means[0], variances[0]
 
     def _checked_targets(self, y) -> np.ndarray:
         return check_targets(y)
@@ -201,20 +207,22 @@ class GLNRegressor(Regressor, OnlineLearner):
         layers = _regressor_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
         return RegressorState(layers, jnp.zeros(3, jnp.float64))
 
-    def _learn(self, X, y):
-        """Learns the rows in order; returns each row's pre-update predicted mean [n, 1], in the targets'
-        units."""
-        state, rows = self.state_, self.rows
-        shifts, scales, scaled, stats = standardised(np.asarray(state.targets), y)
-        layers, means = state.layers, []
+    def _learn(self, X, y, stop):
+        """Learns the rows in order (all unless ``stop`` ends it early); returns each learned row's
+        pre-update predicted mean [done, 1], in the targets' units. The target statistics go with the
+        network, chunk by chunk."""
+        rows, means = self.rows, [np.zeros(0)]
         for a in range(0, len(X), GLN_CHUNK):
+            if stop.asked:
+                break
             n = min(GLN_CHUNK, len(X) - a)
+            shifts, scales, scaled, stats = standardised(np.asarray(self.state_.targets), y[a:a + n])
             Z, Y = np.zeros((GLN_CHUNK, X.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.float32)
-            Z[:n], Y[:n] = X[a:a + n], scaled[a:a + n]
-            layers, q = _regressor_chunk(layers, Z, Y, n, ONE_NETWORK, rows)
-            means.append(np.asarray(q[:n, 0, 0], np.float64))
-        self.state_ = RegressorState(layers, jnp.asarray(stats))
-        return (shifts + scales * np.concatenate(means))[:, None]
+            Z[:n], Y[:n] = X[a:a + n], scaled
+            layers, q = _regressor_chunk(self.state_.layers, Z, Y, n, ONE_NETWORK, rows)
+            self.state_ = RegressorState(layers, jnp.asarray(stats))
+            means.append(shifts + scales * np.asarray(q[:n, 0, 0], np.float64))
+        return np.concatenate(means)[:, None]
 
     def _predict(self, X):
         return self._distribution(X)[0][:, None]

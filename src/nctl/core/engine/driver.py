@@ -18,24 +18,26 @@ from nctl.core.engine.config import (
 from nctl.core.engine.state import State
 
 
-def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None):
+def learn(state: State, cfg: EngineConfig, X, Y, observe: Observe = None, stop=None):
     """Learn the rows of ``X`` [n, d], ``Y`` [n] in order. Returns ``(state, cfg, predictions [n, classes],
     observations)``; the configuration changes when the state had to grow (a longer stream than
-    ``2^max_depth``, or more records held by reservoirs than the arena had room for)."""
-    return _learn(state, cfg, X, Y, observe, None)[:4]
+    ``2^max_depth``, or more records held by reservoirs than the arena had room for). Where ``stop.asked``
+    turns true (``nctl.interrupts``), it ends after the block of rows it is in, with the state prepared
+    for the next row, and returns the predictions of the rows learned."""
+    return _learn(state, cfg, X, Y, observe, None, stop)[:4]
 
 
-def learn_then_predict(state: State, cfg: EngineConfig, X, Y, z):
+def learn_then_predict(state: State, cfg: EngineConfig, X, Y, z, stop=None):
     """``learn(state, cfg, X, Y)`` followed by ``predict`` of the row ``z`` [d] at the new state, in the
     same compiled call as the last rows unless a pool boundary or a growth comes between them (the
     river path: learn the last example, predict the next one). Returns ``(state, cfg, predictions [n,
-    classes], prediction of z [classes])``."""
+    classes], prediction of z [classes])``; ``stop`` as in ``learn``."""
     z = np.asarray(z, np.float32)
-    state, cfg, probs, _, p_next = _learn(state, cfg, X, Y, None, z)
+    state, cfg, probs, _, p_next = _learn(state, cfg, X, Y, None, z, stop)
     return state, cfg, probs, p_next if p_next is not None else predict(state, cfg, z[None])[0]
 
 
-def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
+def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next, stop):
     """``learn``, and the prediction of ``z_next`` when the last call of ``run_steps`` made it (else None)."""
     if not state.schedule.t.committed:  # as the boundary program's outputs are: each program compiles once
         state = jax.device_put(state, jax.devices()[0])
@@ -43,7 +45,7 @@ def _learn(state: State, cfg: EngineConfig, X, Y, observe: Observe, z_next):
     first_cfg, ahead = cfg, programs_ahead(state, cfg, one_row)
     probs, observations, a, p_next = [], [], 0, None
     t = int(state.schedule.t) if cfg.arena_depth < cfg.max_depth else None  # read once, then counted here
-    while a < X.shape[0]:
+    while a < X.shape[0] and not (stop is not None and stop.asked):
         if t is not None and arenas_outgrown(cfg, t):
             state, cfg = enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
             programs_ahead(state, cfg, one_row)
