@@ -5,6 +5,8 @@ syncs it, then renames it over the target (``os.replace`` is atomic within one f
 a full disk, SIGKILL or Ctrl-C mid-write leaves the previous file intact, and readers never see half
 a file. A write cut short leaves its temporary file (``.NAME.PID-RANDOM.tmp``) behind; a later
 write of the same target removes it once its process has ended (``remove_stale_temporaries``).
+A target that exists and is not a regular file (a folder, a device such as /dev/null, a FIFO, a link
+to one) is refused before anything is written: a rename would replace it with a file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import fcntl
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -22,12 +25,16 @@ from typing import BinaryIO
 
 TEMP_SUFFIX = ".tmp"
 STALE_SECONDS = 60.0  # a temporary whose writer has ended is removed once untouched this long
+NOT_REGULAR = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(file)`` on a new temporary file next to ``path``, then move it over ``path``; first
-    remove the temporaries that earlier writes of ``path`` cut short left behind."""
+    remove the temporaries that earlier writes of ``path`` cut short left behind. FileExistsError if
+    ``path`` (or what it links to) is not a regular file."""
     path = Path(path)
+    check_replaceable(path)
     remove_stale_temporaries(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
@@ -40,6 +47,17 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         temp.unlink(missing_ok=True)
         raise
     return path
+
+
+def check_replaceable(path: str | os.PathLike) -> None:
+    """FileExistsError if ``path`` exists, following links, and is not a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:  # a missing target, or a link to none: the write creates a file
+        return
+    if not stat.S_ISREG(mode):
+        kind = NOT_REGULAR.get(stat.S_IFMT(mode), "of an unknown kind")
+        raise FileExistsError(f"cannot write {path}: it is {kind}, not a regular file, and is never replaced")
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
