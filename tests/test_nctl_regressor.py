@@ -121,6 +121,7 @@ def test_a_fork_reads_the_rows_learned_and_gives_the_learner_back_exactly():
     ("learn_many", lambda X, y: (X[:, :-1], y), "must have 4 features"),
     ("learn_one", lambda X, y: (X[0], np.inf), "NaN or infinity"),
     ("learn_one", lambda X, y: (X[0], "high"), "real numbers"),
+    ("learn_one", lambda X, y: (X[0], -1e300), r"within \+-1e\+100"),
 ])
 def test_bad_input_is_refused_naming_the_problem_and_the_learner_is_unchanged(call, args, message):
     X, y = recurring_stream(20, seed=6)
@@ -160,3 +161,18 @@ def test_one_rows_distribution_after_rows_kept_back_is_that_of_the_whole_batch()
     got = streamed.predict_distribution_one(X[110])
     means, variances = batched.predict_distribution_many(X[110:111])
     assert got == (means[0], variances[0]) and streamed.t_ == batched.t_ == 110
+
+
+@pytest.mark.parametrize("make", [lambda: nctl.NCTLRegressor(**SMALL), lambda: nctl.GLNRegressor(**NETWORK)],
+                         ids=["nctl", "gln"])
+def test_the_largest_targets_keep_predictions_and_saves_finite(make, tmp_path):
+    """Targets at the bound, of both signs, then ordinary ones: statistics, predictions and the saved file
+    stay finite, and the save loads."""
+    X, y = recurring_stream(40, seed=2)
+    model = make()
+    model.learn_many(X[:20], np.where(np.arange(20) % 2, 1e100, -1e100))
+    model.learn_many(X[20:], y[20:])
+    means, variances = model.predict_distribution_many(X[:5])
+    assert np.isfinite(means).all() and np.isfinite(variances).all()
+    model.save(tmp_path / "big.npz")
+    np.testing.assert_array_equal(nctl.load(tmp_path / "big.npz").predict_many(X[:5]), means)

@@ -78,6 +78,7 @@ def test_save_and_load_continue_exactly(tmp_path):
     ("learn_many", lambda X, y: (X[:, :-1], y), "must have 6 features"),
     ("learn_many", lambda X, y: (X[0], y), "2-D"),
     ("learn_many", lambda X, y: (X, y.astype(str)), "real numbers"),
+    ("learn_many", lambda X, y: (X, np.where(np.arange(len(y)) == 3, 2e154, y)), r"within \+-1e\+100"),
     ("learn_one", lambda X, y: (X[0], np.nan), "NaN or infinity"),
     ("learn_one", lambda X, y: (X[0], y[:2]), "a single target"),
     ("learn_one", lambda X, y: (X[:2], y[0]), "1-D"),

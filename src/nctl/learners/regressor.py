@@ -20,6 +20,8 @@ from nctl.learners.gln import GLN_CHUNK
 from nctl.learners.inputs import check_features
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
 
+MAX_TARGET = 1e100  # the largest target magnitude: squared deviations up to 4e200 sum over any stream
+# without overflowing float64, so the target statistics, predictions and saves stay finite
 ONE_NETWORK = np.array([0], np.int32)  # regression trains one network; its "positive class" is unused
 
 REGRESSOR_RULES = {
@@ -53,13 +55,16 @@ def _regressor_init(gates, n_features, layer_sizes, context_bits, rows):
 
 
 def check_targets(y) -> np.ndarray:
-    """Real, finite targets as float64; ValueError naming what is wrong."""
+    """Real, finite targets within ``+-MAX_TARGET`` as float64; ValueError naming what is wrong."""
     array = np.asarray(y)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"targets must be real numbers, got dtype {array.dtype}")
     array = array.astype(np.float64)
     if not np.isfinite(array).all():
         raise ValueError("targets contain NaN or infinity")
+    if array.size and np.abs(array).max() > MAX_TARGET:
+        raise ValueError(f"targets must lie within +-{MAX_TARGET:g}, got {array.flat[np.abs(array).argmax()]:g}: "
+                         "their running variance would overflow float64; rescale them")
     return array
 
 
