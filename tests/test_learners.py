@@ -611,3 +611,15 @@ def test_predicting_leaves_the_state_and_the_save_file_as_they_were(make, n_clas
     model.save(tmp_path / "after.npz")
     with np.load(tmp_path / "before.npz") as old, np.load(tmp_path / "after.npz") as new:
         assert old.files == new.files and all(np.array_equal(old[key], new[key]) for key in old.files)
+
+
+@pytest.mark.parametrize("n_features", [256, 784])
+def test_nctl_with_no_pool_runs_at_the_benchmarks_widths(n_features):
+    """Pool size 0 (PTW over each neuron's GGM) on wide inputs, where the layer runs through the CPU kernels:
+    with all prior mass on one segment it is the GLN, learning and predicting."""
+    rng = np.random.default_rng(n_features)
+    X = rng.standard_normal((40, n_features)).astype(np.float32)
+    y = (X[:, :3].sum(axis=1) > 0).astype(int)
+    gln, no_pool = nctl.GLN(**SMALL), nctl.NCTL(**SMALL, pool_size=0, split_prob=0.0, depth=6)
+    np.testing.assert_allclose(no_pool.learn_many(X[:32], y[:32]), gln.learn_many(X[:32], y[:32]), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(no_pool.predict_proba_many(X[32:]), gln.predict_proba_many(X[32:]), rtol=0, atol=1e-5)

@@ -28,7 +28,7 @@ ffi::Error MemberValues(ffi::Buffer<T> entries, ffi::Buffer<T> fresh, ffi::Buffe
   const int64_t N = entry_dims[entry_dims.size() - 2], E = entry_dims.back();
   const int64_t S = source_dims[source_dims.size() - 3], k = source_dims[source_dims.size() - 2],
                 columns = source_dims.back(), W = lane_dims.back(), M = k + 1;
-  if (offset < 0 || offset + N > columns || E == 0)
+  if (k > 0 && (offset < 0 || offset + N > columns || E == 0))  // no pool (k = 0): every member is fresh or a lane
     return ffi::Error::InvalidArgument("nctl member values: the layer's columns are not in the source");
   const int64_t nets = std::max({NetAxis(entries, 2), NetAxis(fresh, 0), NetAxis(source, 3), NetAxis(lanes, 3),
                                  NetAxis(member, 3)});
