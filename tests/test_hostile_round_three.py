@@ -1,14 +1,19 @@
 """Issue 86 ("Reliability, round three"), case by case: what a hostile user tried, and the one clear
 error, or the kept work, that must come instead. Numbers in the comments are the issue's items."""
 
+import contextlib
+import json
 import os
 import stat
+import threading
 
 import numpy as np
 import pytest
 
 import nctl
 from nctl import atomic, cli
+from nctl.experiments import run as run_module
+from tests.test_hostile_experiments import no_compute, store_run
 
 
 def one_error_line(capsys) -> str:
@@ -59,3 +64,67 @@ def test_report_out_onto_a_fifo_or_a_folder_is_one_error_line(tmp_path, kind, ca
     assert cli.main(["report", results, "--out", str(target)]) == 2
     assert f"cannot write {target}: it is a" in one_error_line(capsys)
     assert unchanged()
+
+
+# ----------------------------------------------------------------------------- 4: a seed store keeps every seed
+
+WAIT_S = 300.0  # bound on every wait for another thread's run: a tiny demo seed takes seconds
+
+
+@contextlib.contextmanager
+def first_run_held(tmp_path, monkeypatch):
+    """Start a run of the demo into an empty seed store ``tmp_path / "store"`` in a thread and hold its
+    seed for the block (seeds of other runs run at once); give the store. Afterwards the run has ended
+    with status 0."""
+    store, status = tmp_path / "store", []
+    started, release = threading.Event(), threading.Event()
+    real = run_module.run_seed
+
+    def held(*args):
+        started.set()
+        assert release.wait(WAIT_S)
+        return real(*args)
+
+    monkeypatch.setattr(run_module, "run_seed", held)
+    thread = threading.Thread(target=lambda: status.append(store_run(tmp_path / "first", store)))
+    thread.start()
+    try:
+        assert started.wait(WAIT_S)
+        monkeypatch.setattr(run_module, "run_seed", real)
+        yield store
+    finally:
+        release.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive() and status == [0]
+
+
+def stored_learning_rate(path) -> float:
+    return json.loads(path.read_text())["config"]["network"]["learning_rate"]
+
+
+def test_a_run_of_other_settings_beside_a_run_on_an_empty_store_is_refused_before_its_seeds_run(
+        tmp_path, monkeypatch, capsys):
+    other = ["--set", "network.learning_rate=0.05"]
+    with first_run_held(tmp_path, monkeypatch) as store:
+        no_compute(monkeypatch)
+        assert store_run(tmp_path / "second", store, *other) == 2
+        assert "is being written by a run of another configuration of demo" in capsys.readouterr().err
+        assert not (tmp_path / "second").exists()
+    assert sorted(path.name for path in store.iterdir()) == ["demo-seed-0000.json"]  # the claim is gone too
+    assert stored_learning_rate(store / "demo-seed-0000.json") == 0.1
+    assert store_run(tmp_path / "second", store, *other) == 2  # now refused for the finished seed
+    assert "holds demo-seed-0000.json, of another configuration of demo" in one_error_line(capsys)
+
+
+def test_runs_of_one_configuration_side_by_side_share_the_store(tmp_path, monkeypatch):
+    with first_run_held(tmp_path, monkeypatch) as store:
+        assert store_run(tmp_path / "second", store, "--first-seed", "1") == 0
+    assert sorted(path.name for path in store.iterdir()) == ["demo-seed-0000.json", "demo-seed-0001.json"]
+
+
+def test_the_claim_of_a_killed_run_of_other_settings_is_no_refusal(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / ".demo-0123456789abcdef.claim").touch()  # no process holds it
+    assert store_run(tmp_path / "out", store) == 0
+    assert sorted(path.name for path in store.iterdir()) == ["demo-seed-0000.json"]

@@ -118,11 +118,12 @@ def check_writable(folder: str | os.PathLike) -> Path:
 
 @contextlib.contextmanager
 def locked(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created if missing) for the block; other
-    processes asking for it wait."""
-    with open(path, "a") as handle:
+    """Hold an exclusive lock on ``path`` for the block: the file ``path`` (created if missing), or the
+    folder ``path`` itself (nothing is made in it); other processes asking for it wait."""
+    flags = os.O_RDONLY if os.path.isdir(path) else os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    handle = os.open(path, flags, 0o666)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(handle)  # releases the lock

@@ -26,12 +26,15 @@ numbers with everything that says what they are (``SEED_FORMAT``, the experiment
 and its hash, the package versions and CPU of the run that stored it); no learner state. A run reuses
 the store's seeds of its configuration, copies there each seed it finishes (and each finished seed of
 ``out`` missing there), and refuses, before anything runs, a store holding a seed file of the
-experiment with another configuration: such a file is never overwritten nor mixed in. ``stored_results``
+experiment with another configuration, or claimed by a run of another configuration now (runs of one
+configuration share a store): such a file is never overwritten nor mixed in. ``stored_results``
 merges seed files, from any number of runs, into the results of each configuration.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import math
@@ -42,7 +45,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -189,10 +192,20 @@ def run_all(exps: Sequence[Experiment], seeds: Iterable[int], out: str | Path, d
         if resumable and exp.kind != TASK_MATRIX:
             raise ValueError(f"--resumable applies to task-matrix experiments; {exp.name} is {exp.kind}")
         validate.check(exp)
-    if seed_store is not None and len(exps) != 1:
+    if seed_store is None:
+        return _run_pending(exps, seeds, out, data_dir, executor, progress, resumable)
+    if len(exps) != 1:
         raise ValueError(f"a seed store holds the seeds of one configuration; this run has {len(exps)}")
-    stored = {} if seed_store is None else store_seeds(seed_store, exps[0])
-    store = None if seed_store is None else atomic.check_writable(Path(seed_store))
+    store = atomic.check_writable(Path(seed_store))
+    with _claimed(store, exps[0]) as stored:
+        return _run_pending(exps, seeds, out, data_dir, executor, progress, resumable, store, stored)
+
+
+def _run_pending(exps: Sequence[Experiment], seeds: list[int], out: str | Path, data_dir,
+                 executor: executors.Executor, progress: bool, resumable: bool, store: Path | None = None,
+                 stored: dict[int, dict] | None = None) -> list[dict]:
+    """``run_all`` once the configurations are checked and seed store ``store`` (with its finished
+    seeds ``stored``) is claimed."""
     folders = [atomic.check_writable(config_folder(out, exp)) for exp in exps]
     finished = [_load_finished(folder, seeds, config_hash(exp)) for exp, folder in zip(exps, folders)]
     if store is not None:
@@ -280,6 +293,49 @@ def store_seeds(store: str | Path, exp: Experiment) -> dict[int, dict]:
                              "its own --seed-store folder")
         done[stored["result"]["seed"]] = stored["result"]
     return done
+
+
+@contextlib.contextmanager
+def _claimed(store: Path, exp: Experiment) -> Iterator[dict[int, dict]]:
+    """Hold seed store ``store`` for the configuration of ``exp`` for the block, and give its finished
+    seeds (``store_seeds``). ValueError, before the block, if the store holds a seed of another
+    configuration of the experiment or a run of one holds it now: two runs that both found the store
+    empty would each store their seeds, and the file written last would replace the other. Runs of
+    one configuration share the store. A run holds a shared lock on its claim file ``.NAME-HASH.claim``
+    while it runs; the last one to end removes it. Claims are taken and given up under a lock of the
+    store folder."""
+    key = config_hash(exp)
+    claims = re.compile(rf"\.{re.escape(exp.name)}-(?P<key>[0-9a-f]{{16}})\.claim")
+    with atomic.locked(store):
+        stored = store_seeds(store, exp)
+        for path in store.iterdir():
+            other = claims.fullmatch(path.name)
+            if other is None or other["key"] == key:
+                continue
+            if _held(path):
+                raise ValueError(f"seed store {store} is being written by a run of another configuration of "
+                                 f"{exp.name} ({other['key']}; this run's is {key}); give each configuration "
+                                 "its own --seed-store folder")
+            path.unlink()  # left by a run that was killed
+        claim = open(store / f".{exp.name}-{key}.claim", "a")
+        fcntl.flock(claim, fcntl.LOCK_SH)
+    try:
+        yield stored
+    finally:
+        with atomic.locked(store), claim:
+            with contextlib.suppress(BlockingIOError):  # another run of this configuration holds it
+                fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.unlink(claim.name)
+
+
+def _held(path: Path) -> bool:
+    """Whether a lock is held on the file ``path``."""
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
 
 
 def _differences(stored: dict, wanted: dict) -> str:
