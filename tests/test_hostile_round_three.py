@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,12 @@ import pytest
 import nctl
 from nctl import atomic, cli
 from nctl.experiments import run as run_module
+from nctl.experiments.checkpoint import FileCheckpoint
+from nctl.experiments.run import config_folder
+from tests.test_hostile import nctl_run, quick_demo
 from tests.test_hostile_experiments import no_compute, store_run
+
+SEED_STORE = Path(__file__).parents[1] / "docs" / "results" / "regression" / "regression-trump"
 
 
 def one_error_line(capsys) -> str:
@@ -60,8 +66,7 @@ def test_save_onto_a_fifo_is_refused_and_the_fifo_kept(tmp_path):
 @pytest.mark.parametrize("kind", ["FIFO", "folder"])
 def test_report_out_onto_a_fifo_or_a_folder_is_one_error_line(tmp_path, kind, capsys):
     target, unchanged = not_regular(tmp_path, kind)
-    results = "docs/results/regression/regression-trump"
-    assert cli.main(["report", results, "--out", str(target)]) == 2
+    assert cli.main(["report", str(SEED_STORE), "--out", str(target)]) == 2
     assert f"cannot write {target}: it is a" in one_error_line(capsys)
     assert unchanged()
 
@@ -128,3 +133,55 @@ def test_the_claim_of_a_killed_run_of_other_settings_is_no_refusal(tmp_path, mon
     (store / ".demo-0123456789abcdef.claim").touch()  # no process holds it
     assert store_run(tmp_path / "out", store) == 0
     assert sorted(path.name for path in store.iterdir()) == ["demo-seed-0000.json"]
+
+
+# ----------------------------------------------------------------------------- 14: JSON nested too deeply
+
+TOO_DEEP = "[" * 100_000  # beyond the parser's recursion
+DEEP_BUT_PARSED = 900  # within the parser's reach, beyond that of the checks and copies that recurse
+
+
+def deep_config_seed_file(path):
+    """A store's seed file, valid but for a setting of lists nested DEEP_BUT_PARSED deep."""
+    stored = json.loads(next(SEED_STORE.glob("*-seed-*.json")).read_text())
+    stored["config"]["deep"] = json.loads("[" * DEEP_BUT_PARSED + "]" * DEEP_BUT_PARSED)
+    path.write_text(json.dumps(stored))
+
+
+@pytest.mark.parametrize("command", ["report", "plot"])
+def test_a_results_file_nested_too_deeply_is_one_error_line(command, tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(TOO_DEEP)
+    assert cli.main([command, str(path), "--out", str(tmp_path / "out")]) == 2
+    assert f"{path} is unreadable (lists and objects nested more than" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("write", [lambda path: path.write_text(TOO_DEEP), deep_config_seed_file])
+def test_a_store_seed_file_nested_too_deeply_is_one_error_line(tmp_path, monkeypatch, capsys, write):
+    store = tmp_path / "store"
+    store.mkdir()
+    write(store / "demo-seed-0000.json")
+    assert cli.main(["report", str(store)]) == 2
+    assert "demo-seed-0000.json is unreadable (lists and objects nested more than" in one_error_line(capsys)
+    no_compute(monkeypatch)
+    assert store_run(tmp_path / "out", store) == 2
+    assert "demo-seed-0000.json is unreadable (lists and objects nested more than" in one_error_line(capsys)
+
+
+def test_a_run_seed_file_nested_too_deeply_is_named_and_its_seed_run_again(tmp_path, capsys):
+    assert nctl_run(tmp_path) == 0
+    path = config_folder(tmp_path, quick_demo()) / "seeds" / "seed-0000.json"
+    good = path.read_text()
+    path.write_text(TOO_DEEP)
+    assert nctl_run(tmp_path) == 0
+    assert f"seed file {path} is unreadable (ValueError: lists and objects nested more than" in capsys.readouterr().err
+    accuracy = [json.loads(text)["result"]["learners"]["gln"]["accuracy"] for text in (path.read_text(), good)]
+    assert accuracy[0] == accuracy[1]
+
+
+def test_a_checkpoint_nested_too_deeply_is_named(tmp_path):
+    (tmp_path / "gln").mkdir()
+    (tmp_path / "gln" / "progress.json").write_text(TOO_DEEP)
+    with pytest.raises(ValueError, match="progress.json is unreadable .*nested more than"):
+        FileCheckpoint(tmp_path / "gln").load()
+

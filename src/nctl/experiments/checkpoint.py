@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from nctl import atomic, learners
+from nctl.experiments import schema
 
 PROGRESS = "progress.json"
 
@@ -42,7 +43,7 @@ class FileCheckpoint:
         if not path.exists():
             return None
         try:
-            progress = json.loads(path.read_text())
+            progress = schema.read_json(path)
             path = self.folder / progress["learner"]
             learner = learners.load(path)
             path = self.folder / progress["curve"]

@@ -44,7 +44,7 @@ def load(path: str | Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no results file at {path}")
     try:
-        results = json.loads(path.read_text())
+        results = schema.read_json(path)
         schema.check(results)
     except ValueError as error:
         raise ValueError(f"{path} is unreadable ({error}); run its experiment again to rebuild it") from error

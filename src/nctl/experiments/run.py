@@ -109,7 +109,7 @@ def _read_seed(path: Path, key: str) -> dict | None:
     if not path.exists():
         return None
     try:
-        stored = json.loads(path.read_text())
+        stored = schema.read_json(path)
         return stored["result"] if stored["config_hash"] == key else None
     except (ValueError, KeyError, TypeError) as error:
         print(f"warning: seed file {path} is unreadable ({type(error).__name__}: {error}); it is left out, and "
@@ -262,7 +262,7 @@ def read_stored_seed(path: str | Path) -> dict:
     """A seed store's file, checked: ValueError naming the file and what is wrong with it."""
     path = Path(path)
     try:
-        stored = json.loads(path.read_text())
+        stored = schema.read_json(path)
         if not isinstance(stored, dict) or stored.get("format") != SEED_FORMAT:
             raise ValueError(f"no \"format\": \"{SEED_FORMAT}\"; not a seed file of `nctl run --seed-store`")
         for key, kind in (("experiment", str), ("config_hash", str), ("config", dict), ("result", dict)):

@@ -10,6 +10,8 @@ summary of a curve holds mean, n and, with two seeds or more, half_width.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,26 @@ import numpy as np
 from nctl.experiments import configs
 
 TYPE_NAMES = {dict: "an object", list: "a list", str: "text", int: "an integer", bool: "true or false"}
+
+
+MAX_DEPTH = 64  # lists and objects in a file: results files nest 10 deep, and the checks and copies recurse
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value in the file ``path``; ValueError for text that is not JSON or nests lists and
+    objects deeper than MAX_DEPTH (the parser recurses, and so do the checks and copies of the value)."""
+    too_deep = ValueError(f"lists and objects nested more than {MAX_DEPTH} deep")
+    try:
+        data = json.loads(Path(path).read_text())
+    except RecursionError:
+        raise too_deep from None
+    level = [data]  # the values at one depth, walked without recursion
+    for _ in range(MAX_DEPTH):
+        level = [child for value in level if isinstance(value, (dict, list))
+                 for child in (value.values() if isinstance(value, dict) else value)]
+    if any(isinstance(value, (dict, list)) for value in level):
+        raise too_deep
+    return data
 
 
 class StructureError(ValueError):
