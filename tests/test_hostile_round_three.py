@@ -185,3 +185,21 @@ def test_a_checkpoint_nested_too_deeply_is_named(tmp_path):
     with pytest.raises(ValueError, match="progress.json is unreadable .*nested more than"):
         FileCheckpoint(tmp_path / "gln").load()
 
+
+# ----------------------------------------------------------------------------- 14, 19: counts checked when parsed
+
+
+@pytest.mark.parametrize("args", [
+    ["saliency", "transition", "--every", "0"],
+    ["saliency", "pseudo-tasks", "--samples", "-1"],
+    ["boundaries", "--sequences", "0"],
+    ["boundaries", "--plot-sequences", "-5"],
+    ["pool-history", "--examples-per-task", "0"],
+])
+def test_a_count_below_one_is_refused_when_parsed(args, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main([*args, "--out", str(tmp_path / "out")])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert stop.value.code == 2 and error.endswith(f"error: argument {args[-2]}: must be an integer >= 1, got "
+                                                   f"'{args[-1]}'")
+    assert not (tmp_path / "out").exists()

@@ -58,7 +58,7 @@ def _parse_settings(pairs: list[str]) -> dict[str, str]:
     return settings
 
 
-def _at_least(low: int):
+def at_least(low: int):
     """An argparse type: an integer >= ``low``."""
     def parse(text: str) -> int:
         try:
@@ -227,8 +227,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``nctl run`` (and ``nctl sweep``): the experiment, its seeds and settings, where
     results go and where seeds run."""
     parser.add_argument("name", help="experiment name (see `nctl list`)")
-    parser.add_argument("--seeds", type=_at_least(1), default=None, help="number of seeds (default: the experiment's)")
-    parser.add_argument("--first-seed", type=_at_least(0), default=0,
+    parser.add_argument("--seeds", type=at_least(1), default=None, help="number of seeds (default: the experiment's)")
+    parser.add_argument("--first-seed", type=at_least(0), default=0,
                         help="number of the first seed: the run has seeds FIRST..FIRST+SEEDS-1 (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting, e.g. --set nctl.pool_size=31 --set steps_per_task=500")
@@ -241,7 +241,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                              "per running seed) so that an interrupted seed resumes there")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="where seeds run: processes of this machine (default), or Ray tasks")
-    parser.add_argument("--workers", type=_at_least(1), default=None,
+    parser.add_argument("--workers", type=at_least(1), default=None,
                         help="local executor: seeds run in this many processes (default 1: in this one)")
     parser.add_argument("--address", default=None,
                         help="Ray executor: the cluster to join (e.g. auto); default: start a Ray on this machine")

@@ -247,39 +247,42 @@ def cmd_pool_history(args) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``saliency`` (``transition``, ``pseudo-tasks``), ``boundaries`` and ``pool-history``."""
+    from nctl.cli import at_least  # here, not at the top: nctl.cli imports this module
+
+    positive = at_least(1)  # the counts: a zero or negative one fails deep inside, or is taken silently
     parser = subparsers.add_parser("saliency", help="saliency maps of NCTL's MAP and pseudo-task networks")
     kinds = parser.add_subparsers(dest="saliency_command", required=True, metavar="{transition,pseudo-tasks}")
 
     transition = kinds.add_parser("transition", help="maps while training on a sequence of digit-pair tasks")
     transition.add_argument("--tasks", nargs="+", default=["1v3", "5v9", "1v8"])
-    transition.add_argument("--steps-per-task", type=int, default=600)
-    transition.add_argument("--every", type=int, default=75, help="steps between maps")
-    transition.add_argument("--examples", type=int, default=100, help="test images averaged per map")
+    transition.add_argument("--steps-per-task", type=positive, default=600)
+    transition.add_argument("--every", type=positive, default=75, help="steps between maps")
+    transition.add_argument("--examples", type=positive, default=100, help="test images averaged per map")
     _network_arguments(transition, (20, 10, 1), eviction="spacing")  # FIFO has evicted task 1 by task 3
     transition.set_defaults(func=cmd_transition)
 
     pseudo = kinds.add_parser("pseudo-tasks", help="maps of random per-neuron pool ensembles after a few tasks")
     pseudo.add_argument("--tasks", nargs="+", default=["4v5", "3v9", "0v5"])
-    pseudo.add_argument("--steps-per-task", type=int, default=200, help="about a Free Split segment")
-    pseudo.add_argument("--samples", type=int, default=12, help="pseudo-task networks drawn")
-    pseudo.add_argument("--columns", type=int, default=4)
-    pseudo.add_argument("--examples", type=int, default=100, help="test images averaged per map")
-    pseudo.add_argument("--eval-examples", type=int, default=2000, help="test images scoring every digit pair")
+    pseudo.add_argument("--steps-per-task", type=positive, default=200, help="about a Free Split segment")
+    pseudo.add_argument("--samples", type=positive, default=12, help="pseudo-task networks drawn")
+    pseudo.add_argument("--columns", type=positive, default=4)
+    pseudo.add_argument("--examples", type=positive, default=100, help="test images averaged per map")
+    pseudo.add_argument("--eval-examples", type=positive, default=2000, help="test images scoring every digit pair")
     _network_arguments(pseudo, (5, 1))
     pseudo.set_defaults(func=cmd_pseudo_tasks)
 
     detect = subparsers.add_parser("boundaries", help="task changes detected from the segment posterior (Free Split)")
-    detect.add_argument("--sequences", type=int, default=5)
-    detect.add_argument("--steps", type=int, default=3000, help="steps per sequence")
-    detect.add_argument("--window", type=int, default=100, help="w of the change probability c_t(w)")
+    detect.add_argument("--sequences", type=positive, default=5)
+    detect.add_argument("--steps", type=positive, default=3000, help="steps per sequence")
+    detect.add_argument("--window", type=positive, default=100, help="w of the change probability c_t(w)")
     detect.add_argument("--threshold", type=float, default=0.5)
     detect.add_argument("--tolerance", type=int, default=100, help="a hit lies at most this many steps after a boundary")
     detect.add_argument("--layer", type=int, default=1, help="layer whose posterior detects (1: first; last: output)")
-    detect.add_argument("--plot-sequences", type=int, default=3)
+    detect.add_argument("--plot-sequences", type=positive, default=3)
     _network_arguments(detect, (8, 4, 1), learning_rate=0.01)
     detect.set_defaults(func=cmd_boundaries)
 
     history = subparsers.add_parser("pool-history", help="where pool entries came from over a Split MNIST run")
-    history.add_argument("--examples-per-task", type=int, default=600)
+    history.add_argument("--examples-per-task", type=positive, default=600)
     _network_arguments(history, (20, 10, 1))
     history.set_defaults(func=cmd_pool_history)
