@@ -6,7 +6,6 @@ instead. Both read the same: as NaN wherever a number is expected.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable
