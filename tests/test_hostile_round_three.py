@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 import nctl
-from nctl import atomic, cli
+from nctl import atomic, cli, plots
+from nctl.experiments import configs
 from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import config_folder
 from tests.test_hostile import nctl_run, quick_demo
 from tests.test_hostile_experiments import no_compute, store_run
+from tests.test_plots import fabricate
 
 SEED_STORE = Path(__file__).parents[1] / "docs" / "results" / "regression" / "regression-trump"
 
@@ -203,3 +205,20 @@ def test_a_count_below_one_is_refused_when_parsed(args, tmp_path, capsys):
     assert stop.value.code == 2 and error.endswith(f"error: argument {args[-2]}: must be an integer >= 1, got "
                                                    f"'{args[-1]}'")
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- 16: figures stay in --out
+
+
+@pytest.mark.parametrize("experiment", ["{tmp_path}/owned", "../../../escaped/x", ".."])
+def test_plot_writes_its_figures_under_out_whatever_the_experiment_is_called(experiment, tmp_path, monkeypatch,
+                                                                            capsys):
+    monkeypatch.setattr(plots.plt.Figure, "savefig", lambda self, file, **options: file.write(b"png"))  # no drawing
+    (tmp_path / "escaped").mkdir()  # where "../../../escaped/x" led from out
+    out = tmp_path / "a" / "b" / "out"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**fabricate(configs.PREQUENTIAL), "experiment": experiment.format(tmp_path=tmp_path)}))
+    assert cli.main(["plot", str(path), "--out", str(out)]) == 0
+    figure, = map(Path, capsys.readouterr().out.split())
+    assert figure.parent == out and figure.name.endswith("-accuracy.png")
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted([figure, path])

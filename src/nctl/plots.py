@@ -2,12 +2,14 @@
 
 Every curve is the mean over seeds (task sequences for Free Split) with, when there are at least
 two, the 95% Student-t band stored in the results' summary. Each learner keeps one colour in every
-figure. Files are named ``{experiment}-{figure}.png``.
+figure. Files are named ``{experiment}-{figure}.png``, each character of the experiment's name that is not a
+letter, a digit, ``.``, ``-`` or ``_`` written ``_``: a results file cannot name a file outside the folder.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +64,7 @@ SPARE_COLOURS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd
 VARIANT_STYLES = {"adapt50": "-", "frozen": "--"}
 SPARE_STYLES = (":", "-.")
 CONDITION_CMAP = "viridis"
+NOT_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._-]")  # "/" above all: a figure's name is one file name
 
 
 def plot_results(results: dict, out_dir: str | Path) -> list[Path]:
@@ -77,7 +80,7 @@ def plot_results(results: dict, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, figure in FIGURES[kind](results):
-        path = out / f"{results['experiment']}-{name}.png"
+        path = out / f"{NOT_IN_FILE_NAMES.sub('_', results['experiment'])}-{name}.png"
         try:
             atomic.write_atomic(path, lambda file: figure.savefig(file, dpi=DPI, format="png"))
         finally:
