@@ -13,7 +13,7 @@ from river import base, evaluate, metrics, preprocessing
 
 import nctl
 from nctl.data import load_elec2
-from nctl.river import GLNClassifier, NCTLClassifier
+from nctl.river import GLNClassifier, GLNRegressor, NCTLClassifier
 from nctl.streams import synthetic
 
 # Small networks, each compiled once: NCTL on 8 features (a fixed depth, 2^11 >= every stream here,
@@ -167,3 +167,16 @@ def test_import_nctl_does_not_import_river():
     code = "import sys, nctl; assert 'river' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert nctl.river.base is base and river.__file__ != nctl.river.__file__
+
+
+def test_a_number_too_large_for_a_float_is_a_clear_error_naming_the_feature_or_the_target():
+    classifier = GLNClassifier(**SMALL_GLN)
+    with pytest.raises(ValueError, match="feature 'b' is a number too large for a float"):
+        classifier.learn_one({"a": 1.0, "b": 10**400}, True)
+    classifier.learn_one({"a": 1.0, "b": 2.0}, True)
+    with pytest.raises(ValueError, match="feature 'a' is a number too large for a float"):
+        classifier.predict_proba_one({"a": -(10**5000), "b": 2.0})  # too long to be written out, too
+    regressor = GLNRegressor(layer_sizes=(3, 1), context_bits=1)
+    with pytest.raises(ValueError, match="target y is a number too large for a float"):
+        regressor.learn_one({"a": 1.0}, 10**400)
+    assert regressor.features is None and regressor.learner.t_ == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import sys
 
 import numpy as np
 from river import base
@@ -82,12 +83,22 @@ class _DictFeatures:
         for name, value in zip(names, values):
             if not isinstance(value, numbers.Real):
                 raise ValueError(f"feature {name!r} must be a number, got {value!r}")
+            value = _as_float(value, f"feature {name!r}")
             if not math.isfinite(value):
                 raise ValueError(f"feature {name!r} is {value}; features must be finite")
             if abs(value) > FLOAT32_MAX:
                 raise ValueError(f"feature {name!r} is {value}, beyond float32's range (+-{FLOAT32_MAX:.3g})")
-            checked.append(float(value))
+            checked.append(value)
         return np.array(checked, np.float32)
+
+
+def _as_float(value: numbers.Real, what: str) -> float:
+    """``value`` as a float; ValueError naming ``what`` for one beyond float's range (an int such as
+    10**400, whose digits are not shown: past 4300 of them Python refuses to write it)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{what} is a number too large for a float (beyond +-{sys.float_info.max:.3g})") from None
 
 
 class _Classifier(_DictFeatures, base.Classifier):
@@ -294,10 +305,11 @@ class _Regressor(_DictFeatures, base.Regressor):
         # checked here too, so that a bad first target does not fix the features
         if isinstance(y, (bool, np.bool_)) or not isinstance(y, numbers.Real):
             raise ValueError(f"target y must be a real number, got {y!r}")
+        y = _as_float(y, "target y")
         if not math.isfinite(y):
             raise ValueError(f"target y is {y}; targets must be finite")
         self._features = names
-        self._learner.learn_one(vector, float(y))
+        self._learner.learn_one(vector, y)
 
     def predict_one(self, x: dict, with_dist: bool = False):
         """The predicted mean of the target of ``x``; with ``with_dist=True`` the predictive distribution,
