@@ -4,6 +4,7 @@ error, or the kept work, that must come instead. Numbers in the comments are the
 import contextlib
 import json
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -18,16 +19,10 @@ from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import config_folder
 from tests.test_hostile import nctl_run, quick_demo
-from tests.test_hostile_experiments import no_compute, store_run
+from tests.test_hostile_experiments import no_compute, one_error_line, store_run
 from tests.test_plots import fabricate
 
 SEED_STORE = Path(__file__).parents[1] / "docs" / "results" / "regression" / "regression-trump"
-
-
-def one_error_line(capsys) -> str:
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith("nctl: error: "), error
-    return error
 
 
 # ----------------------------------------------------------------------------- 5: only a regular file is replaced
@@ -51,7 +46,7 @@ def not_regular(tmp_path, kind):
 def test_an_atomic_write_refuses_a_target_that_is_not_a_regular_file_before_writing(tmp_path, kind, named):
     target, unchanged = not_regular(tmp_path, kind)
     before = sorted(tmp_path.iterdir())
-    with pytest.raises(FileExistsError, match=f"cannot write {target}: it is {named}, not a regular file"):
+    with pytest.raises(FileExistsError, match=re.escape(f"cannot write {target}: it is {named}, not a regular file")):
         atomic.write_bytes(target, b"data")
     assert unchanged() and sorted(tmp_path.iterdir()) == before  # no temporary either
 
