@@ -11,9 +11,12 @@ else ``c++``) against the headers jaxlib ships, under a name that hashes the sou
 flags, jaxlib's version and the machine. Installing the package builds it into the package
 (``setup.py``), so that no process waits for it; where that library is missing or was built for another
 jaxlib, the first process that needs the kernels builds it into a cache directory
-(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``). Without a compiler, where the build fails, or
-with ``NCTL_NATIVE=0``, the engine runs its XLA code instead, on every platform it runs on; other
-platforms than the CPU always do.
+(``$NCTL_NATIVE_CACHE``, else ``~/.cache/nctl/native``). A library ends with the SHA-256 of the rest of
+it, appended when it is built (the dynamic loader ignores what follows the ELF sections), and is loaded only
+if that still matches (a truncated library kills the process with SIGBUS when loaded), and only from a
+folder that no other user can write to (``own_folder``). Without a
+compiler, where the build fails, with a cache folder others can write to, or with ``NCTL_NATIVE=0``, the
+engine runs its XLA code instead, on every platform it runs on; other platforms than the CPU always do.
 """
 
 import ctypes
@@ -21,6 +24,7 @@ import hashlib
 import os
 import platform
 import shlex
+import stat
 import subprocess
 import tempfile
 import threading
@@ -41,6 +45,7 @@ TARGETS = {"nctl_train_rows": "NctlTrainRows", "nctl_predict_rows": "NctlPredict
            "nctl_largest_first": "NctlLargestFirst", "nctl_free_blocks": "NctlFreeBlocks",
            "nctl_assign_lanes": "NctlAssignLanes", "nctl_store_rows": "NctlStoreRows"}
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]
+DIGEST_BYTES = 32  # a library's last bytes: the SHA-256 of the bytes before them
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -51,7 +56,25 @@ def cache_dir() -> Path:
 
 
 def _compiler() -> list[str]:
-    return shlex.split(os.environ.get("CXX", "c++"))
+    """``$CXX`` (else ``c++``) split as the shell would; RuntimeError where it cannot be (a lone quote)."""
+    command = os.environ.get("CXX") or "c++"
+    try:
+        return shlex.split(command)
+    except ValueError as error:
+        raise RuntimeError(f"CXX={command!r} is not a command: {error}") from None
+
+
+def own_folder(folder: Path) -> Path:
+    """Create ``folder`` (for its owner alone) unless it exists, and check that compiled code loaded from it
+    can only be this user's: PermissionError unless the folder belongs to this user (or root) and no
+    other user can write to it. (Here rather than elsewhere in nctl: ``setup.py`` runs this module alone.)"""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.stat()
+    if info.st_uid not in (os.geteuid(), 0):
+        raise PermissionError(f"{folder} belongs to another user: nctl loads no compiled code from it")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(f"{folder} is writable by other users: nctl loads no compiled code from it")
+    return folder
 
 
 def library_name() -> str:
@@ -65,14 +88,23 @@ def library_name() -> str:
     return f"kernels-{key.hexdigest()[:16]}.so"
 
 
+def intact(library: Path) -> bool:
+    """Whether ``library`` is there, whole: its last ``DIGEST_BYTES`` are the SHA-256 of the rest."""
+    try:
+        data = library.read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha256(data[:-DIGEST_BYTES]).digest() == data[-DIGEST_BYTES:]
+
+
 def build(folder: Path) -> Path:
-    """Compile the library into ``folder`` unless it is there: each source on its own compiler process,
-    at once, then linked; written atomically (temp file + rename). Raises RuntimeError where the
-    compiler fails."""
+    """Compile the library into ``folder`` unless an intact one is there: each source on its own
+    compiler process, at once, then linked; its digest appended, then written atomically (temp file +
+    rename). Raises RuntimeError where the compiler fails."""
     path = folder / library_name()
-    if path.exists():
+    if intact(path):
         return path
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     include = f"-I{jax.ffi.include_dir()}"
     with tempfile.TemporaryDirectory(dir=folder) as temp:
         objects = [Path(temp) / f"{source.stem}.o" for source in SOURCES]
@@ -89,14 +121,18 @@ def build(folder: Path) -> Path:
         if failures:
             command, error = failures[0]
             raise RuntimeError(f"{shlex.join(command)} failed:\n{error[-2000:]}")
+        with open(linked, "ab") as library:
+            library.write(hashlib.sha256(linked.read_bytes()).digest())
         os.replace(linked, path)
     return path
 
 
 def _library() -> Path:
-    """The library installed with the package if it matches, else the cache's (built there if missing)."""
+    """The library installed with the package if it is intact and matches, else the cache's (built there
+    if missing or damaged). The package's own folder is not checked: whoever can write there can also
+    change this module."""
     installed = Path(__file__).with_name(library_name())
-    return installed if installed.exists() else build(cache_dir())
+    return installed if intact(installed) else build(own_folder(cache_dir()))
 
 
 def enabled() -> bool:
@@ -113,7 +149,7 @@ def _register() -> bool:
     try:
         library = ctypes.cdll.LoadLibrary(str(_library()))
     except (OSError, RuntimeError) as error:
-        warnings.warn(f"nctl: the CPU kernels could not be built, the engine runs its XLA code: {error}",
+        warnings.warn(f"nctl: the CPU kernels could not be built or loaded, the engine runs its XLA code: {error}",
                       RuntimeWarning, stacklevel=3)
         return False
     for name, symbol in TARGETS.items():
