@@ -12,6 +12,12 @@ static arguments, the shapes and types of the others, the source of ``nctl.core`
 the platform and whether the CPU kernel is in use, so an edited engine or another JAX never loads an old
 program.
 
+A stored file starts with the SHA-256 of the program's whole key and of the serialised program after
+it: a file that is damaged, or was made for another key (swapped, or copied in), does not match, and
+its program is exported and written again. Programs are loaded only from a folder that no other user
+can write to (``nctl.core.native.own_folder``). Where a program cannot be written (a full disk, a
+read-only folder), one warning says so and the process goes on without the folder.
+
 Programs whose static arguments include a function (an observation hook) are not stored; without a
 folder, or without the ``flatbuffers`` package that ``jax.export`` serialises with, everything is
 plain ``jax.jit``. Writes are atomic (``nctl.atomic``), so processes may share a folder.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -30,22 +37,24 @@ from typing import Any, Callable
 import jax
 from jax import export
 
-from nctl.atomic import write_bytes
+from nctl.atomic import check_writable, write_bytes
 from nctl.core import native
 
 _folder: Path | None = None
+_folder_lock = threading.Lock()
 PROGRAMS_KEPT = 32  # stored programs held in memory (each: its module, and jit's compiled executable)
+DIGEST_BYTES = 32  # a stored file's first bytes: the SHA-256 of its program's key and of the program
 
 
 def use_folder(path: str | os.PathLike | None) -> Path | None:
     """Store and load exported programs in ``path`` (None: stop). Returns the folder, or None when
-    this JAX cannot serialise exported programs."""
+    this JAX cannot serialise exported programs. OSError (and no folder) where ``path`` cannot be made or
+    written to, or where others can write to it."""
     global _folder
     _folder = None
     if path is None or not can_serialise():
         return None
-    _folder = Path(path)
-    _folder.mkdir(parents=True, exist_ok=True)
+    _folder = check_writable(native.own_folder(Path(path)))
     return _folder
 
 
@@ -158,35 +167,62 @@ class jit:
     def _program(self, args) -> tuple[Any, tuple]:
         """The program for ``args``, and the arguments it takes (the dynamic ones)."""
         statics = tuple(args[i] for i in self._static)
-        if _folder is None or any(callable(s) for s in statics):
+        folder = _folder  # read once: a failed write in another thread may drop it (_store)
+        if folder is None or any(callable(s) for s in statics):
             return self._jitted, args
         dynamic = tuple(a for i, a in enumerate(args) if i not in self._static)
         key = (statics, _kinds(dynamic))
         with self._lock:
             program = self._programs.get(key)
             if program is None:
-                program = self._make(args, (statics, _signature(dynamic)))
+                program = self._make(folder, args, (statics, _signature(dynamic)))
                 self._programs[key] = program
                 while len(self._programs) > PROGRAMS_KEPT:
                     self._programs.popitem(last=False)
             self._programs.move_to_end(key)
         return program, dynamic
 
-    def _make(self, args, key):
-        """Load the exported program from the folder, or export it there; wrap it in ``jax.jit``."""
-        name = hashlib.sha256(f"{self._fun.__module__}.{self._fun.__qualname__} {key!r} {_source_digest()}"
-                              .encode()).hexdigest()[:32]
-        path = _folder / f"{self._fun.__name__}-{name}.jaxexport"
-        exported = None
-        if path.is_file():
-            try:
-                exported = export.deserialize(bytearray(path.read_bytes()))
-            except Exception:  # an unreadable file is made again
-                exported = None
+    def _make(self, folder: Path, args, key):
+        """Load the exported program from ``folder``, or export it there; wrap it in ``jax.jit``."""
+        key = f"{self._fun.__module__}.{self._fun.__qualname__} {key!r} {_source_digest()}".encode()
+        path = folder / f"{self._fun.__name__}-{hashlib.sha256(key).hexdigest()[:32]}.jaxexport"
+        exported = _load(path, key)
         if exported is None:
             exported = export.export(self._jitted, disabled_checks=_KERNEL_CHECKS)(*args)
-            write_bytes(path, exported.serialize())
+            _store(path, key, exported.serialize())
         positions = [i for i in range(len(args)) if i not in self._static]
         donate = tuple(positions.index(i) for i in self._donate)
         return jax.jit(exported.call, donate_argnums=donate, compiler_options=self._options)
 
+
+def _digest(key: bytes, program: bytes) -> bytes:
+    """What a stored file starts with: the SHA-256 of ``key``'s SHA-256 (a fixed length, so that no key and
+    program run into each other) followed by ``program``."""
+    return hashlib.sha256(hashlib.sha256(key).digest() + program).digest()
+
+
+def _load(path: Path, key: bytes) -> export.Exported | None:
+    """The program stored at ``path`` for ``key``; None where there is none, or the file cannot be read,
+    is damaged or holds another key's program (it is then made again)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    program = data[DIGEST_BYTES:]
+    if data[:DIGEST_BYTES] != _digest(key, program):
+        return None
+    return export.deserialize(bytearray(program))
+
+
+def _store(path: Path, key: bytes, program: bytes) -> None:
+    """Write ``program`` to ``path`` for ``key``; where that fails, warn and store nothing more in this process
+    (the cache only saves time)."""
+    global _folder
+    try:
+        write_bytes(path, _digest(key, program) + program)
+    except OSError as error:
+        with _folder_lock:
+            if _folder is not None:
+                warnings.warn(f"nctl: cannot store compiled programs in {_folder} ({error}); this process "
+                              "runs without them", RuntimeWarning, stacklevel=2)
+            _folder = None
