@@ -19,8 +19,6 @@ import numpy as np
 from nctl.experiments import configs
 
 TYPE_NAMES = {dict: "an object", list: "a list", str: "text", int: "an integer", bool: "true or false"}
-
-
 MAX_DEPTH = 64  # lists and objects in a file: results files nest 10 deep, and the checks and copies recurse
 
 
