@@ -180,3 +180,18 @@ def test_a_number_too_large_for_a_float_is_a_clear_error_naming_the_feature_or_t
     with pytest.raises(ValueError, match="target y is a number too large for a float"):
         regressor.learn_one({"a": 1.0}, 10**400)
     assert regressor.features is None and regressor.learner.t_ == 0
+
+
+def test_a_target_beyond_the_bound_and_a_nan_label_are_refused_and_change_nothing():
+    regressor = GLNRegressor(layer_sizes=(3, 1), context_bits=1)
+    with pytest.raises(ValueError, match=r"target y is 1e\+200; targets must lie within \+-1e\+100"):
+        regressor.learn_one({"a": 1.0}, 1e200)
+    assert regressor.features is None and regressor.learner.t_ == 0
+    classifier = GLNClassifier(**SMALL_GLN, n_classes=3)
+    for label in (float("nan"), np.nan, np.float32("nan")):
+        with pytest.raises(ValueError, match="is NaN; a label must equal itself"):
+            classifier.learn_one({"a": 1.0}, label)
+    assert classifier.features is None and classifier.learner.t_ == 0
+    classifier.learn_one({"a": 1.0}, "x")
+    classifier.learn_one({"a": 2.0}, "y")
+    assert list(classifier.predict_proba_one({"a": 1.0})) == ["x", "y"]

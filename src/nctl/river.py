@@ -19,6 +19,7 @@ from river.proba import base as proba_base
 
 from nctl import learners
 from nctl.learners import GLN, NCTL
+from nctl.learners.regressor import MAX_TARGET
 
 BINARY_LABELS = (False, True)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the learners keep features in float32
@@ -119,6 +120,8 @@ class _Classifier(_DictFeatures, base.Classifier):
 
     def _class_index(self, y) -> int:
         if self._multiclass:
+            if y != y:  # NaN: equal to no label, not even itself, so each would be a new class
+                raise ValueError(f"label {y!r} is NaN; a label must equal itself")
             if y not in self._labels:
                 if len(self._labels) == self.n_classes:
                     raise ValueError(f"label {y!r} would be class {self.n_classes + 1}, but n_classes is "
@@ -308,6 +311,8 @@ class _Regressor(_DictFeatures, base.Regressor):
         y = _as_float(y, "target y")
         if not math.isfinite(y):
             raise ValueError(f"target y is {y}; targets must be finite")
+        if abs(y) > MAX_TARGET:
+            raise ValueError(f"target y is {y:g}; targets must lie within +-{MAX_TARGET:g} (rescale them)")
         self._features = names
         self._learner.learn_one(vector, y)
 
