@@ -4,7 +4,11 @@ how many rows it learned, and is then exactly the learner that learned those row
 The signal is raised by the process itself right after a compiled call returns, the moment where a
 ``KeyboardInterrupt`` would lose the call's result after JAX had deleted the buffers it was given."""
 
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -12,18 +16,22 @@ import pytest
 import nctl
 from nctl import interrupts
 from nctl.core.engine import driver
-from nctl.learners import gln, regressor
+from nctl.learners import regressor
+from nctl.learners.gln import XlaCalls
+from nctl.native.gln import GLNCalls
 from nctl.streams import synthetic
 
 SMALL = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05)
 SMALL_NCTL = dict(SMALL, pool_size=3, min_segment=8, reservoir_size=8, depth=9)
 
-LEARNERS = {  # name: (learner factory, module attribute of the compiled call that takes the state)
-    "nctl": (lambda: nctl.NCTL(**SMALL_NCTL), (driver, "run_steps")),
-    "gln": (lambda: nctl.GLN(**SMALL), (gln, "_gln_chunk")),
+LEARNERS = {  # name: (learner factory, the call that learns a block of rows, engine)
+    "nctl": (lambda: nctl.NCTL(**SMALL_NCTL), (driver, "run_steps"), "jax"),
+    "gln-native": (lambda: nctl.GLN(**SMALL), (GLNCalls, "learn"), "native"),
+    "gln-jax": (lambda: nctl.GLN(**SMALL), (XlaCalls, "learn"), "jax"),
     "nctl-regressor": (lambda: nctl.NCTLRegressor(layer_sizes=(4, 1), context_bits=2, pool_size=3, min_segment=8,
-                                                  depth=10), (driver, "run_steps")),
-    "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (regressor, "_regressor_chunk")),
+                                                  depth=10), (driver, "run_steps"), "jax"),
+    "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (regressor, "_regressor_chunk"),
+                      "jax"),
 }
 
 
@@ -58,14 +66,15 @@ def outputs(learner, X):
 
 @pytest.mark.parametrize("name", LEARNERS)
 def test_learn_many_interrupted_keeps_the_rows_it_learned(name, monkeypatch, tmp_path):
-    make, target = LEARNERS[name]
+    make, target, engine = LEARNERS[name]
+    monkeypatch.setenv("NCTL_ENGINE", engine)
     X, y = rows(name)
     learner = make()
     learner.learn_many(X[:10], y[:10])
-    interrupt_on_call(monkeypatch, target, call=2)
-    with pytest.raises(interrupts.Interrupted, match=r"learned the first \d+ of the 590 rows") as stop:
+    with monkeypatch.context() as patch, \
+            pytest.raises(interrupts.Interrupted, match=r"learned the first \d+ of the 590 rows") as stop:
+        interrupt_on_call(patch, target, call=2)
         learner.learn_many(X[10:], y[10:])
-    monkeypatch.undo()
     done = learner.t_ - 10
     assert 0 < done < 590 and f"first {done} of" in str(stop.value)
 
@@ -79,24 +88,37 @@ def test_learn_many_interrupted_keeps_the_rows_it_learned(name, monkeypatch, tmp
     np.testing.assert_array_equal(learner.learn_many(X[rest], y[rest]), same.learn_many(X[rest], y[rest]))
 
 
-@pytest.mark.parametrize("name", ["nctl", "nctl-regressor"])
+@pytest.mark.parametrize("name", ["nctl", "gln-jax", "nctl-regressor"])
 def test_interrupted_pending_rows_wait_to_be_learned(name, monkeypatch):
     """Rows given to ``learn_one`` and interrupted while learned with the next prediction are not lost:
     those not learned yet wait, and the learner ends as one that learned every row."""
-    make, target = LEARNERS[name]
+    make, target, engine = LEARNERS[name]
+    monkeypatch.setenv("NCTL_ENGINE", engine)
     X, y = rows(name, 80)
     learner, same = make(), make()
     learner.learn_one(X[0], y[0])
     for x, target_y in zip(X[1:], y[1:]):
         learner.learn_one(x, target_y)
-    interrupt_on_call(monkeypatch, target, call=1)
     predict = learner.predict_one if "regressor" in name else learner.predict_proba_one
-    with pytest.raises(interrupts.Interrupted, match="wait to be learned"):
+    with monkeypatch.context() as patch, pytest.raises(interrupts.Interrupted, match="wait to be learned"):
+        interrupt_on_call(patch, target, call=1)
         predict(X[0])
-    monkeypatch.undo()
     same.learn_many(X, y)
     assert learner.t_ == same.t_ == len(X)
     np.testing.assert_array_equal(outputs(learner, X[:20]), outputs(same, X[:20]))
+
+
+def test_a_row_the_native_engine_learns_at_once_is_counted_when_interrupted(monkeypatch):
+    monkeypatch.setenv("NCTL_ENGINE", "native")
+    X, y = rows("gln-native", 40)
+    learner, same = nctl.GLN(**SMALL), nctl.GLN(**SMALL)
+    learner.learn_many(X[:39], y[:39])
+    with monkeypatch.context() as patch, pytest.raises(interrupts.Interrupted, match="learned the row"):
+        interrupt_on_call(patch, (GLNCalls, "learn"), call=1)
+        learner.learn_one(X[39], y[39])
+    same.learn_many(X, y)
+    assert learner.t_ == same.t_ == 40
+    np.testing.assert_array_equal(outputs(learner, X), outputs(same, X))
 
 
 def test_a_signal_outside_learning_is_the_usual_keyboard_interrupt():
@@ -105,13 +127,30 @@ def test_a_signal_outside_learning_is_the_usual_keyboard_interrupt():
     assert not isinstance(stop.value, interrupts.Interrupted)
 
 
-def test_held_gives_the_signal_back_to_the_programs_own_handler():
-    seen = []
-    previous = signal.signal(signal.SIGINT, lambda *_: seen.append("handled"))
-    try:
-        with interrupts.held() as note:
+def test_a_programs_own_handler_gets_the_signal_once_the_learner_is_whole():
+    """A program with a SIGINT handler of its own, installed before its first learner: a signal inside
+    learning does not stop it and reaches that handler once the learner is whole (no Interrupted), and
+    outside learning as before."""
+    program = textwrap.dedent("""
+        import signal
+        import numpy as np
+        import nctl
+        from nctl.native.gln import GLNCalls
+        seen = []
+        signal.signal(signal.SIGINT, lambda *_: seen.append(len(seen)))
+        learn = GLNCalls.learn
+        def interrupted(self, *args):
+            out = learn(self, *args)
             signal.raise_signal(signal.SIGINT)
-            assert note.asked and not seen
-        assert seen == ["handled"] and not note.asked
-    finally:
-        signal.signal(signal.SIGINT, previous)
+            return out
+        GLNCalls.learn = interrupted
+        model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
+        X = np.random.default_rng(0).standard_normal((600, 3)).astype(np.float32)
+        model.learn_many(X, (X[:, 0] > 0).astype(int))
+        signal.raise_signal(signal.SIGINT)
+        print(seen, model.t_)
+    """)
+    env = {**os.environ, "NCTL_ENGINE": "native", "NCTL_QUIET": "1"}
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[-2] == "[0, 1, 2, 3] 600"  # one signal per block of rows learned, one after

@@ -1,11 +1,19 @@
 """Ctrl-C that never leaves a learner half-changed.
 
 Learning hands the state's buffers to each compiled call (JAX deletes them there) and takes the new ones
-back from it: a ``KeyboardInterrupt`` raised between the two would leave a learner holding deleted arrays.
-So a learner learns inside ``held()``: a SIGINT that arrives there is only noted; the learning loop looks
-at the note between its blocks of rows, stops after the block it is in, and the learner then raises
-``Interrupted`` saying how many rows it learned. Outside the main thread, where Python delivers no
-signals, nothing is held.
+back from it, and the native engine changes the state in place while the learner counts the rows: a
+``KeyboardInterrupt`` raised in between would leave a learner holding deleted arrays, or rows learned but
+not counted. So a learner learns inside ``held()``: a SIGINT that arrives there is only noted; the
+learning loop looks at the note between its blocks of rows, stops after the block it is in, and the
+learner then raises ``Interrupted`` saying how many rows it learned.
+
+The first ``held()`` in the main thread installs this module's SIGINT handler for the rest of the process
+(swapping handlers at every call would cost more than a native row): outside a ``held()`` block it does
+what the handler it replaced did (by default, raise ``KeyboardInterrupt``); where the program had a
+handler of its own, a signal inside a block does not stop learning, and goes to that handler once the
+learner is whole. A handler the
+program installs after that replaces this one, and learning is then not protected. Outside the main thread, where Python delivers
+no signals, nothing is held.
 """
 
 from __future__ import annotations
@@ -21,41 +29,62 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Note:
-    """Whether a SIGINT arrived inside ``held()`` (``asked``)."""
+    """What a ``held()`` block saw: ``asked``, a SIGINT that asks the learner to stop; ``deferred``, the
+    SIGINTs for a handler of the program's own, given to it when the outermost block ends."""
 
     asked = False
+    deferred = 0
+
+
+_open: list[Note] = []  # the notes of the held() blocks open in the main thread, outermost first
+_replaced = []  # [the handler this module's replaced], once installed
+
+
+def _on_sigint(signum, frame) -> None:
+    """Inside blocks: note the signal, as a request to stop where the program left Ctrl-C to Python, else
+    for the program's handler; outside them, what the replaced handler did."""
+    if not _open:
+        _as_before(signum, frame)
+    elif _replaced[0] in (signal.default_int_handler, None):
+        for note in _open:
+            note.asked = True
+    else:
+        _open[0].deferred += 1
+
+
+def _as_before(signum, frame) -> None:
+    """What the handler this module replaced does with a SIGINT."""
+    previous = _replaced[0]
+    if previous is None:  # installed outside Python: taken as Python's own
+        signal.default_int_handler(signum, frame)
+    elif callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_DFL:  # the process would have ended: end it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGINT)
+    # SIG_IGN: ignored, as before
 
 
 @contextmanager
 def held() -> Iterator[Note]:
-    """Inside the block a SIGINT sets ``note.asked`` instead of raising. Nested blocks pass their note
-    on to the enclosing one, so the outermost caller always learns of it. Where the process had its own
-    handling of SIGINT (ignored, or a handler of the program's), the signal is given back to it on leaving
-    the block instead."""
+    """Inside the block a SIGINT is noted (in this block's note and those of the blocks around it)
+    instead of raising; a program's own handler gets its signals when the outermost block ends."""
     note = Note()
     if threading.current_thread() is not threading.main_thread():
         yield note
         return
-
-    def noted(signum, frame) -> None:
-        note.asked = True
-
-    noted.note = note
-    previous = signal.signal(signal.SIGINT, noted)
+    if not _replaced:
+        _replaced.append(signal.signal(signal.SIGINT, _on_sigint))
+    _open.append(note)
     try:
         yield note
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if note.asked:
-            outer = getattr(previous, "note", None)
-            if outer is not None:
-                outer.asked = True
-            elif previous is not signal.default_int_handler:  # the program's own handling decides
-                note.asked = False
-                signal.raise_signal(signal.SIGINT)
+        _open.remove(note)
+        for _ in range(note.deferred):
+            _as_before(signal.SIGINT, None)
 
 
 def raise_if_asked(note: Note, what: str) -> None:
-    """``Interrupted(what)`` where ``note`` saw a SIGINT."""
+    """``Interrupted(what)`` where ``note`` was asked to stop."""
     if note.asked:
         raise Interrupted(what)

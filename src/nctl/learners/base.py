@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import atomic, compilation, interrupts, memory
+from nctl import atomic, compilation, engines, interrupts, memory
 from nctl.core import engine
 from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
+from nctl.native.state import host_arrays
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
@@ -45,6 +46,7 @@ class OnlineLearner:
     seed: int
     _target_kind = "label"  # what each y is, in error messages (a regressor's are real targets)
     _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
+    native_engine = False  # whether the native engine runs this learner (else JAX, whatever nctl.engines says)
 
     def __post_init__(self) -> None:
         self._state = None
@@ -53,6 +55,7 @@ class OnlineLearner:
         self.t_ = 0  # examples learned, pending ones included
         self._forked = False  # inside ``fork``: the learner reads, and learns nothing
         self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
+        self.engine_: str | None = None  # the engine that runs the state (nctl.engines), chosen with it
 
     # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y, stop) -> probs [done, classes] of
     # the rows learned, all of them unless a Ctrl-C was noted in ``stop`` (interrupts.held), where it ends
@@ -125,8 +128,19 @@ class OnlineLearner:
             memory.check_fits(what, needed, self._memory_remedy)
             memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             with memory.allocation(what, needed, self._memory_remedy):
-                state = committed(self._init_state(n_features))
-            self.n_features_, self.state_ = n_features, state
+                self.adopt(self._init_state(n_features))
+            self.n_features_ = n_features
+
+    def adopt(self, state) -> None:
+        """Make ``state`` (arrays of any kind, in the engines' one layout) this learner's state, held as its
+        engine holds it: writable host arrays for the native engine, arrays committed to the default
+        device for JAX (``committed``). The engine is chosen the first time (``nctl.engines.choose``)."""
+        if self.engine_ is None:
+            self.engine_ = engines.choose() if self.native_engine else engines.JAX
+        if self.engine_ == engines.NATIVE:
+            self.state_ = host_arrays(state)
+        else:
+            self.state_ = committed(state)
 
     def _outputs(self, probs: np.ndarray) -> np.ndarray:
         """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
@@ -136,9 +150,9 @@ class OnlineLearner:
         return probs / probs.sum(axis=1, keepdims=True)
 
     def learn_one(self, x, y) -> None:
-        """Learn one example. The row is checked now and learned at the latest when anything reads the
-        learner: by the next ``predict_proba_one`` in the same compiled call (the river path's one call
-        per example), else with the rows after it, ``PENDING_ROWS`` per call."""
+        """Learn one example. The row is checked now; the native engine learns it now, and JAX at the latest
+        when anything reads the learner: by the next ``predict_proba_one`` in the same compiled call (the
+        river path's one call per example), else with the rows after it, ``PENDING_ROWS`` per call."""
         y = np.asarray(y)
         if y.ndim != 0:
             raise ValueError(f"y must be a single {self._target_kind}, got shape {y.shape}")
@@ -151,7 +165,14 @@ class OnlineLearner:
             self.learn_many(x[None], y[None])
             return
         self._watch_scale(x[None])
-        self._pending.append((x, self._checked_targets(y)))
+        target = self._checked_targets(y)
+        if self.engine_ == engines.NATIVE:  # a native call costs microseconds: nothing is kept back
+            with interrupts.held() as stop:
+                self._learn(x[None], target[None], stop)
+                self.t_ += 1
+            interrupts.raise_if_asked(stop, f"interrupted: {type(self).__name__} learned the row and is whole")
+            return
+        self._pending.append((x, target))
         self.t_ += 1
         if len(self._pending) >= PENDING_ROWS:
             self._run_pending()
@@ -225,7 +246,8 @@ class OnlineLearner:
                 self._keep_unlearned(X, y, done)
             interrupts.raise_if_asked(stop, self._pending_interrupted())
             return self._outputs(p[None])[0]
-        return self._predict_rows(x[None])[0]
+        self.allocate(x.shape[0])
+        return self._outputs(self._predict(x[None]))[0]
 
     @_first_call_noticed
     def _predict_rows(self, X) -> np.ndarray:
@@ -262,7 +284,9 @@ class OnlineLearner:
     def copy(self):
         """An independent snapshot: learning on it never changes this learner."""
         twin = type(self)(**self.params())
-        twin.state_ = None if self.state_ is None else committed(jax.tree.map(jnp.copy, self.state_))
+        if self.state_ is not None:
+            twin.engine_ = self.engine_
+            twin.adopt(jax.tree.map(jnp.copy, self.state_) if self.engine_ == engines.JAX else self.state_)
         twin.n_features_, twin.t_ = self.n_features_, self.t_
         twin._first_rows = None if self._first_rows is None else list(self._first_rows)
         self._copy_extra(twin)

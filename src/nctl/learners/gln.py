@@ -1,5 +1,5 @@
-"""The GLN learner (``nctl.GLN``): a Gated Linear Network trained online, its rows run in compiled
-chunks of ``GLN_CHUNK``."""
+"""The GLN learner (``nctl.GLN``): a Gated Linear Network trained online, by the native engine
+(``nctl.native.gln``) or by JAX in compiled chunks of ``GLN_CHUNK`` rows (``XlaCalls``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nctl import engines
 from nctl.core import gln, mixing
 from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
+from nctl.native.gln import GLNCalls
 from nctl.learners.presets import GLN_TABULAR
 from nctl.params import GLN_RULES, check_fields
 
-GLN_CHUNK = 256  # rows per compiled call; learn_one runs the same compiled loop with one row
+GLN_CHUNK = 256  # rows per compiled call, and per native call between two looks at a Ctrl-C
 
 
 @partial(jax.jit, static_argnums=(5,), donate_argnums=(0,))
@@ -33,18 +35,30 @@ def _gln_init(gates, n_features, layer_sizes, context_bits, rows):
     return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, rows))(gates)
 
 
-def _positive_labels(n_classes: int) -> jnp.ndarray:
-    return jnp.arange(n_classes, dtype=jnp.int32) if n_classes > 2 else jnp.array([1], jnp.int32)
+def _positive_labels(n_classes: int) -> np.ndarray:
+    """The label each class network learns as 1: its class, or 1 for the one network of 0/1 labels."""
+    return np.arange(n_classes, dtype=np.int32) if n_classes > 2 else np.array([1], np.int32)
 
 
-def _padded_chunks(X, y, size):
-    """Rows in pieces of at most ``size``, each padded to ``size`` rows for one compiled shape."""
-    for a in range(0, X.shape[0], size):
-        n = min(size, X.shape[0] - a)
-        Z = np.zeros((size, X.shape[1]), np.float32)
-        Y = np.zeros(size, np.int32)
-        Z[:n], Y[:n] = X[a:a + n], y[a:a + n]
-        yield n, Z, Y
+class XlaCalls:
+    """``GLNCalls``' learn and predict on JAX: compiled chunks of ``GLN_CHUNK`` rows (rows padded to
+    that shape), each handing the state's buffers to the call and holding the new state in ``layers``."""
+
+    def __init__(self, layers, rows, positive):
+        self.layers, self._rows, self._positive = layers, rows, jnp.asarray(positive)
+
+    def learn(self, Z, Y):
+        out = []
+        for a in range(0, len(Z), GLN_CHUNK):
+            n = min(GLN_CHUNK, len(Z) - a)
+            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.int32)
+            Zc[:n], Yc[:n] = Z[a:a + n], Y[a:a + n]
+            self.layers, p = _gln_chunk(self.layers, Zc, Yc, n, self._positive, self._rows)
+            out.append(np.asarray(p[:n]))
+        return np.concatenate(out)
+
+    def predict(self, Z):
+        return np.asarray(_gln_predict(self.layers, jnp.asarray(Z), self._rows))
 
 
 @dataclass(eq=False)
@@ -93,18 +107,33 @@ class GLN(OnlineLearner):
                                   n_features, self.layer_sizes, self.context_bits)
         return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
 
+    native_engine = True
+
+    def _calls(self):
+        """Learn and predict on this learner's state by its engine, made once per state."""
+        calls = self.__dict__.get("_state_calls")
+        if calls is None or calls.layers is not self.state_:
+            calls = (GLNCalls if self.engine_ == engines.NATIVE else XlaCalls)(self.state_, self.rows,
+                                                                               _positive_labels(self.n_classes))
+            self._state_calls = calls
+        return calls
+
     def _learn(self, X, y, stop):
-        positive, rows = _positive_labels(self.n_classes), self.rows
-        out = [np.zeros((0, len(positive)), np.float32)]
-        for n, Z, Y in _padded_chunks(X, y, GLN_CHUNK):
+        calls = self._calls()
+        if len(X) == 1:  # nothing to stop between
+            out = calls.learn(X, y)
+            self.state_ = calls.layers
+            return out
+        out = [np.zeros((0, self.state_[0].weights.shape[0]), np.float32)]
+        for a in range(0, len(X), GLN_CHUNK):
             if stop.asked:
                 break
-            self.state_, p = _gln_chunk(self.state_, Z, Y, n, positive, rows)
-            out.append(np.asarray(p[:n]))
+            out.append(calls.learn(X[a:a + GLN_CHUNK], y[a:a + GLN_CHUNK]))
+            self.state_ = calls.layers
         return np.concatenate(out)
 
     def _predict(self, X):
-        return np.asarray(_gln_predict(self.state_, jnp.asarray(X), self.rows))
+        return self._calls().predict(X)
 
     def restore_template(self, n_features: int, shapes: dict):
         """The state a save of this learner with ``n_features`` inputs holds (``nctl.learners.load``

@@ -2,6 +2,7 @@
 errors that say what is wrong and how to fix it; and ``unscaled``, which tells features that are plainly not
 standardised."""
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -29,7 +30,8 @@ def check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
     else:
         with np.errstate(over="ignore"):
             single = array.astype(np.float32)
-    if not np.isfinite(single).all():  # one check on the usual path: finite in float32 means finite before
+    # one check on the usual path: a finite float32 sum means no NaN and no infinity, in float32 or before
+    if not math.isfinite(single.sum()) and not np.isfinite(single).all():
         if not np.isfinite(array).all():
             raise ValueError(f"{what} contains NaN or infinity")
         raise ValueError(f"{what} has values beyond float32's range (+-{np.finfo(np.float32).max:.3g}), "

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import engine
-from nctl.learners.base import committed
 from nctl.learners.gln import GLN
 from nctl.learners.nctl_learner import NCTL
 from nctl.learners.nctl_regressor import NCTLRegressor
@@ -87,7 +86,7 @@ def _restore(path):
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             leaves.append(jnp.asarray(got))
             del got
-    learner.state_ = committed(jax.tree.unflatten(treedef, leaves))
+    learner.adopt(jax.tree.unflatten(treedef, leaves))
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     if kind == "NCTL" and meta["format"] < 6:
         learner.state_ = engine.with_record_contexts(learner.state_)

@@ -1,0 +1,4 @@
+"""The native engine: the learners' arithmetic in C++ for the CPU (docs/algorithm.md says which file
+implements each part), on the same state layout as the JAX engine (``nctl.core``), called through
+``ctypes``. ``library`` builds and loads the shared library; ``gln`` runs the Gated Linear Network.
+``nctl.engines`` decides which engine a learner runs on."""

@@ -1,0 +1,70 @@
+// The arithmetic every row of the native engine shares (docs/algorithm.md §1-§2), written once so that
+// each place that predicts, learns or gates rounds the same way. Built with -ffp-contract=off: no
+// multiply-add is fused, so each expression rounds as written.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace nctl {
+
+constexpr int kAccumulators = 16;  // independent partial sums of a dot product: the compiler vectorises them
+
+// sum_i a[i] b[i] in a fixed order: kAccumulators strided partial sums, added in turn, then the tail one
+// by one (the order of the engine's CPU kernels, so that both compute the same bits).
+inline float SumProducts(const float* a, const float* b, int64_t k) {
+  float total = 0.0f;
+  int64_t i = 0;
+  if (k >= kAccumulators) {
+    float partial[kAccumulators] = {0.0f};
+    for (; i + kAccumulators <= k; i += kAccumulators)
+      for (int j = 0; j < kAccumulators; ++j) partial[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < kAccumulators; ++j) total += partial[j];
+  }
+  for (; i < k; ++i) total += a[i] * b[i];
+  return total;
+}
+
+// The probability constants of a GGM: predictions clipped to [low, high], weights to [-max_weight,
+// max_weight], the features to [-feature_bound, feature_bound] (logit(1 - eps)).
+struct Clips {
+  float low, high, max_weight, feature_bound;
+};
+
+// q = clip(sigma(w . u), low, high) (§1.3).
+inline float Predict(const float* w, const float* u, int64_t k, const Clips& clips) {
+  const float sigma = 1.0f / (1.0f + std::exp(-SumProducts(w, u, k)));
+  return std::min(std::max(sigma, clips.low), clips.high);
+}
+
+// w <- clip(w - lr (q - x) u, -max_weight, max_weight), with the clipped q (§1.3).
+inline void Learn(float* w, const float* u, int64_t k, float q, float x, float learning_rate, const Clips& clips) {
+  const float step = learning_rate * (q - x);
+  for (int64_t i = 0; i < k; ++i) w[i] = std::min(std::max(w[i] - step * u[i], -clips.max_weight), clips.max_weight);
+}
+
+// The context of a neuron with s hyperplanes (normals [s, d], offsets [s]): sum_h [v_h . z > o_h] 2^h (§1.2).
+inline int64_t Context(const float* normals, const float* offsets, const float* z, int64_t s, int64_t d) {
+  int64_t context = 0;
+  for (int64_t h = 0; h < s; ++h)
+    if (SumProducts(normals + h * d, z, d) > offsets[h]) context |= int64_t{1} << h;
+  return context;
+}
+
+// Layer 1's inputs: the features clipped to +-logit(1 - eps), then the bias logit 1 (§2); u has d + 1 places.
+inline void FeatureLogits(const float* z, int64_t d, const Clips& clips, float* u) {
+  for (int64_t i = 0; i < d; ++i) u[i] = std::min(std::max(z[i], -clips.feature_bound), clips.feature_bound);
+  u[d] = 1.0f;
+}
+
+// A layer's inputs from the predictions p [n] below it: logit(clip(p)) = log p - log(1 - p), then the bias.
+inline void InputLogits(const float* p, int64_t n, const Clips& clips, float* u) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::min(std::max(p[i], clips.low), clips.high);
+    u[i] = std::log(q) - std::log1p(-q);
+  }
+  u[n] = 1.0f;
+}
+
+}  // namespace nctl

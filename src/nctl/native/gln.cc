@@ -1,0 +1,134 @@
+// A Gated Linear Network of GGM neurons, one row at a time (docs/algorithm.md §1-§2): every class network
+// gates the row, predicts layer by layer, and (when learning) every neuron takes its step on its own
+// loss with the inputs it saw. The arrays are the learner's state, updated in place.
+//
+// The river path predicts a row and then learns the same row: a one-row prediction keeps its forward
+// pass (every neuron's context, inputs and prediction), and learning that row next, with nothing learned
+// in between, takes its steps from it instead of computing it again (the same numbers).
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "arithmetic.h"
+
+namespace {
+
+// One layer of every class network: normals [nets, N, s, d], offsets [nets, N, s], weights [nets, N, C, K].
+struct Layer {
+  const float* normals;
+  const float* offsets;
+  float* weights;
+  int64_t neurons;
+};
+
+// The forward pass of the last one-row prediction: its row [d], and per class network g every neuron's
+// context and prediction (at g * neurons + the neuron's place in the network) and every layer's inputs
+// (at g * inputs + the layer's place). `kept` says whether it is the state's forward pass of that row.
+struct Forward {
+  float* row;
+  int64_t* contexts;
+  float* predictions;
+  float* inputs;
+  int64_t neurons, width, kept;
+};
+
+struct Network {
+  int64_t nets, n_layers, features, bits;
+  const Layer* layers;
+  nctl::Clips clips;
+  float learning_rate;
+  Forward* forward;
+};
+
+// The output neuron's prediction for row z of class network g. Where `keep`, the forward pass goes into
+// network.forward; where `learn`, every neuron then learns the target x. `u` and `next` are scratch of at
+// least the widest layer's inputs.
+float Step(const Network& network, int64_t g, const float* z, bool keep, bool learn, float x, std::vector<float>& u,
+           std::vector<float>& next) {
+  const int64_t d = network.features, s = network.bits, contexts = int64_t{1} << s;
+  Forward& forward = *network.forward;
+  nctl::FeatureLogits(z, d, network.clips, u.data());
+  int64_t k = d + 1, place = g * forward.neurons, input_place = g * forward.width;
+  float q = 0.5f;
+  for (int64_t i = 0; i < network.n_layers; ++i) {
+    const Layer& layer = network.layers[i];
+    const int64_t n = layer.neurons;
+    if (keep) std::memcpy(forward.inputs + input_place, u.data(), k * sizeof(float));
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t neuron = g * n + j;
+      const int64_t c = nctl::Context(layer.normals + neuron * s * d, layer.offsets + neuron * s, z, s, d);
+      float* w = layer.weights + (neuron * contexts + c) * k;
+      q = nctl::Predict(w, u.data(), k, network.clips);
+      next[j] = q;
+      if (keep) forward.contexts[place + j] = c, forward.predictions[place + j] = q;
+      if (learn) nctl::Learn(w, u.data(), k, q, x, network.learning_rate, network.clips);
+    }
+    nctl::InputLogits(next.data(), n, network.clips, u.data());
+    place += n, input_place += k;
+    k = n + 1;
+  }
+  return q;
+}
+
+// Learning the row of the kept forward pass for class network g: every neuron's step from it.
+float LearnKept(const Network& network, int64_t g, float x) {
+  const Forward& forward = *network.forward;
+  const int64_t contexts = int64_t{1} << network.bits;
+  int64_t k = network.features + 1, place = g * forward.neurons, input_place = g * forward.width;
+  float q = 0.5f;
+  for (int64_t i = 0; i < network.n_layers; ++i) {
+    const Layer& layer = network.layers[i];
+    for (int64_t j = 0; j < layer.neurons; ++j) {
+      const int64_t neuron = g * layer.neurons + j;
+      q = forward.predictions[place + j];
+      float* w = layer.weights + (neuron * contexts + forward.contexts[place + j]) * k;
+      nctl::Learn(w, forward.inputs + input_place, k, q, x, network.learning_rate, network.clips);
+    }
+    place += layer.neurons, input_place += k;
+    k = layer.neurons + 1;
+  }
+  return q;
+}
+
+int64_t Widest(const Network& network) {
+  int64_t widest = network.features + 1;
+  for (int64_t i = 0; i < network.n_layers; ++i) widest = std::max(widest, network.layers[i].neurons + 1);
+  return widest;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Learn rows Z [n, d] with labels Y [n] in order: class network g learns the target [Y[r] == positive[g]].
+// predictions [n, nets] receives each row's pre-update prediction.
+void nctl_gln_learn(const Network* network, const float* Z, const int32_t* Y, int64_t n, const int32_t* positive,
+                    float* predictions) {
+  std::vector<float> u(Widest(*network)), next(u.size());
+  Forward& forward = *network->forward;
+  const int64_t d = network->features;
+  for (int64_t r = 0; r < n; ++r) {
+    const bool kept = r == 0 && forward.kept && std::memcmp(Z, forward.row, d * sizeof(float)) == 0;
+    forward.kept = 0;  // the weights change
+    for (int64_t g = 0; g < network->nets; ++g) {
+      const float x = Y[r] == positive[g] ? 1.0f : 0.0f;
+      predictions[r * network->nets + g] =
+          kept ? LearnKept(*network, g, x) : Step(*network, g, Z + r * d, false, true, x, u, next);
+    }
+  }
+}
+
+// Frozen predictions [n, nets] of rows Z [n, d]; the forward pass of a single row is kept.
+void nctl_gln_predict(const Network* network, const float* Z, int64_t n, float* predictions) {
+  std::vector<float> u(Widest(*network)), next(u.size());
+  Forward& forward = *network->forward;
+  const bool keep = n == 1;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < network->nets; ++g)
+      predictions[r * network->nets + g] = Step(*network, g, Z + r * network->features, keep, false, 0.0f, u, next);
+  if (keep) std::memcpy(forward.row, Z, network->features * sizeof(float));
+  forward.kept = keep;
+}
+
+}  // extern "C"

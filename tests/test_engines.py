@@ -1,0 +1,145 @@
+"""The two engines (``nctl.engines``) on the learners the native engine runs (the GLN): each against the
+literal float64 network of tests/reference, the two against each other, a save of one continued by the
+other, and the choice of engine.
+
+The engines round differently in float32: the native engine sums every dot product in one fixed order
+with the C library's exp and log, XLA in its own order with its own exp and log (docs/algorithm.md,
+"Two engines"); a prediction differs by a few float32 ulps, and that difference compounds over the steps a
+weight row learns, so the two engines are compared within 1e-5 over a few hundred rows."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nctl
+from nctl import engines
+from tests.core.test_nctl_literal import recurring_stream
+from tests.reference.nctl_literal import LiteralNCTL
+
+ENGINES = ["native", "jax"]
+CASES = {  # id -> (n_features, GLN settings)
+    "binary-2-layers": (3, dict(layer_sizes=(3, 2, 1), context_bits=2, learning_rate=0.1)),
+    "3-classes-uniform": (2, dict(layer_sizes=(2, 1), context_bits=3, learning_rate=0.1, n_classes=3,
+                                  weight_init="uniform")),
+    "binary-1-layer-wide-eps": (4, dict(layer_sizes=(1,), context_bits=1, learning_rate=0.3, prob_eps=0.1,
+                                        max_weight=2.0)),
+}
+
+
+def hyperplanes(learner):
+    """``(normals, offsets)`` per class network and layer, as the learner drew them."""
+    layers = learner.state_
+    return tuple(tuple((np.asarray(layer.gates.normals[g]), np.asarray(layer.gates.offsets[g])) for layer in layers)
+                 for g in range(layers[0].weights.shape[0]))
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request, monkeypatch):
+    monkeypatch.setenv(engines.ENGINE_ENV, request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_engine_is_the_literal_gln(case, engine):
+    """A GLN is NCTL with no pool and all prior mass on the root (§5.1): the literal network so configured
+    bounds each engine's predictions within 1e-6."""
+    n_features, settings = CASES[case]
+    X, y = recurring_stream(100, n_features, settings.get("n_classes", 2))
+    learner = nctl.GLN(**settings)
+    learned = learner.learn_many(X[:100], y[:100])
+    assert learner.engine_ == engine
+    literal = LiteralNCTL(hyperplanes(learner), n_features=n_features, pool_size=0, split_prob=0.0, depth=7,
+                          min_segment=1, **{k: v for k, v in settings.items()})
+    np.testing.assert_allclose(learned, literal.run(X[:100], y[:100]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_features, settings", [
+    (8, dict(nctl.GLN.tabular().params())),
+    (784, dict(layer_sizes=(10, 5, 1), context_bits=4, learning_rate=0.01, n_classes=10)),
+], ids=["tabular", "mnist-width-10-classes"])
+def test_the_engines_agree(n_features, settings, monkeypatch):
+    rng = np.random.default_rng(n_features)
+    X = rng.standard_normal((400, n_features)).astype(np.float32)
+    y = np.digitize(X[:, 0] + X[:, 1], np.linspace(-1, 1, settings["n_classes"] - 1))
+    out = {}
+    for name in ENGINES:
+        monkeypatch.setenv(engines.ENGINE_ENV, name)
+        learner = nctl.GLN(**settings)
+        out[name] = learner.learn_many(X[:300], y[:300]), learner.predict_proba_many(X[300:])
+        assert learner.engine_ == name
+    np.testing.assert_allclose(out["native"][0], out["jax"][0], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(out["native"][1], out["jax"][1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("saved_by, loaded_by", [("native", "jax"), ("jax", "native")])
+def test_a_save_of_one_engine_continues_in_the_other(saved_by, loaded_by, monkeypatch, tmp_path):
+    """One state layout, one save format: the other engine loads the file, predicts what the saving engine
+    predicts (to its rounding) and goes on learning."""
+    X, y = recurring_stream(200, 3, 3)
+    settings = CASES["3-classes-uniform"][1]
+    monkeypatch.setenv(engines.ENGINE_ENV, saved_by)
+    learner = nctl.GLN(**settings)
+    learner.learn_many(X[:150], y[:150])
+    learner.save(tmp_path / "m.npz")
+    monkeypatch.setenv(engines.ENGINE_ENV, loaded_by)
+    loaded = nctl.load(tmp_path / "m.npz")
+    assert loaded.engine_ == loaded_by and loaded.t_ == 150
+    for name, leaf in zip(("normals", "offsets", "weights"), (loaded.state_[0].gates.normals,
+                                                                loaded.state_[0].gates.offsets,
+                                                                loaded.state_[0].weights)):
+        np.testing.assert_array_equal(np.asarray(leaf), np.asarray(getattr(
+            learner.state_[0].gates, name) if name != "weights" else learner.state_[0].weights))
+    np.testing.assert_allclose(loaded.predict_proba_many(X[150:]), learner.predict_proba_many(X[150:]), rtol=0,
+                               atol=1e-6)
+    np.testing.assert_allclose(loaded.learn_many(X[150:], y[150:]), learner.learn_many(X[150:], y[150:]), rtol=0,
+                               atol=1e-5)
+
+
+def test_a_copy_keeps_its_engine_and_its_own_arrays(engine):
+    X, y = recurring_stream(60, 3, 2)
+    learner = nctl.GLN(layer_sizes=(2, 1))
+    learner.learn_many(X[:30], y[:30])
+    twin = learner.copy()
+    assert twin.engine_ == learner.engine_ == engine
+    before = learner.predict_proba_many(X)
+    twin.learn_many(X[30:], y[30:])
+    np.testing.assert_array_equal(learner.predict_proba_many(X), before)
+
+
+def test_an_engine_is_named_or_refused(monkeypatch):
+    monkeypatch.setenv(engines.ENGINE_ENV, "gpu")
+    with pytest.raises(ValueError, match=r"\$NCTL_ENGINE must be 'native', 'jax' or 'auto', got 'gpu'"):
+        engines.choose()
+    monkeypatch.setenv(engines.ENGINE_ENV, "JAX")  # any case
+    assert engines.choose() == "jax"
+    monkeypatch.delenv(engines.ENGINE_ENV)
+    with pytest.raises(ValueError, match=r"use\(engine\) must be"):
+        engines.use("xla")
+
+
+CHOICE = """
+import warnings, numpy as np, nctl
+warnings.simplefilter("always")
+model = nctl.GLN(layer_sizes=(2, 1))
+model.learn_many(np.ones((3, 2), np.float32), np.array([0, 1, 1]))
+print(model.engine_)
+"""
+
+
+@pytest.mark.parametrize("wanted, runs_on", [("auto", "jax"), ("native", None)])
+def test_without_a_compiler_auto_runs_on_jax_and_native_is_refused(wanted, runs_on, tmp_path):
+    """A compiler that is not there (and no library built for it): ``auto`` warns once and runs JAX;
+    asking for the native engine names why it cannot load."""
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "NCTL_NATIVE_CACHE": str(tmp_path / "cache"),
+           engines.ENGINE_ENV: wanted, "NCTL_QUIET": "1"}
+    run = subprocess.run([sys.executable, "-c", CHOICE], capture_output=True, text=True, env=env, timeout=300)
+    if runs_on:
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == [runs_on]
+        assert run.stderr.count("the native engine could not be built or loaded") == 1
+    else:
+        assert run.returncode != 0
+        assert "RuntimeError: the native engine cannot load" in run.stderr and "no-such-compiler" in run.stderr
