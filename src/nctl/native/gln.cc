@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "arithmetic.h"
@@ -97,6 +98,31 @@ int64_t Widest(const Network& network) {
   return widest;
 }
 
+constexpr int64_t kThreadedProducts = 1 << 18;  // rows of less work run on the calling thread: a thread
+// costs more to start than they take
+
+// Every class network g of `network`, through `run(g, u, next)` (with scratch u, next of its own), on both
+// cores where n rows of work pay for a second thread: each thread takes a contiguous range of networks,
+// which are independent, so the numbers do not depend on the threads.
+template <typename Run>
+void ForEachNetwork(const Network& network, int64_t n, Run run) {
+  int64_t products = 0;
+  for (int64_t i = 0, k = network.features + 1; i < network.n_layers; k = network.layers[i++].neurons + 1)
+    products += network.layers[i].neurons * (k + network.bits * network.features);
+  const int64_t threads = std::min<int64_t>(
+      {network.nets, std::max<unsigned>(1, std::thread::hardware_concurrency()),
+       products * n * network.nets >= kThreadedProducts ? int64_t{2} : int64_t{1}});
+  auto range = [&](int64_t first, int64_t stop) {
+    std::vector<float> u(Widest(network)), next(u.size());
+    for (int64_t g = first; g < stop; ++g) run(g, u, next);
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t t = 1; t < threads; ++t)
+    helpers.emplace_back(range, network.nets * t / threads, network.nets * (t + 1) / threads);
+  range(0, network.nets / threads);
+  for (std::thread& helper : helpers) helper.join();
+}
+
 }  // namespace
 
 extern "C" {
@@ -105,28 +131,27 @@ extern "C" {
 // predictions [n, nets] receives each row's pre-update prediction.
 void nctl_gln_learn(const Network* network, const float* Z, const int32_t* Y, int64_t n, const int32_t* positive,
                     float* predictions) {
-  std::vector<float> u(Widest(*network)), next(u.size());
   Forward& forward = *network->forward;
-  const int64_t d = network->features;
-  for (int64_t r = 0; r < n; ++r) {
-    const bool kept = r == 0 && forward.kept && std::memcmp(Z, forward.row, d * sizeof(float)) == 0;
-    forward.kept = 0;  // the weights change
-    for (int64_t g = 0; g < network->nets; ++g) {
+  const int64_t d = network->features, nets = network->nets;
+  const bool kept = n > 0 && forward.kept && std::memcmp(Z, forward.row, d * sizeof(float)) == 0;
+  forward.kept = 0;  // the weights change
+  ForEachNetwork(*network, n, [&](int64_t g, std::vector<float>& u, std::vector<float>& next) {
+    for (int64_t r = 0; r < n; ++r) {
       const float x = Y[r] == positive[g] ? 1.0f : 0.0f;
-      predictions[r * network->nets + g] =
-          kept ? LearnKept(*network, g, x) : Step(*network, g, Z + r * d, false, true, x, u, next);
+      predictions[r * nets + g] =
+          r == 0 && kept ? LearnKept(*network, g, x) : Step(*network, g, Z + r * d, false, true, x, u, next);
     }
-  }
+  });
 }
 
 // Frozen predictions [n, nets] of rows Z [n, d]; the forward pass of a single row is kept.
 void nctl_gln_predict(const Network* network, const float* Z, int64_t n, float* predictions) {
-  std::vector<float> u(Widest(*network)), next(u.size());
   Forward& forward = *network->forward;
   const bool keep = n == 1;
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t g = 0; g < network->nets; ++g)
+  ForEachNetwork(*network, n, [&](int64_t g, std::vector<float>& u, std::vector<float>& next) {
+    for (int64_t r = 0; r < n; ++r)
       predictions[r * network->nets + g] = Step(*network, g, Z + r * network->features, keep, false, 0.0f, u, next);
+  });
   if (keep) std::memcpy(forward.row, Z, network->features * sizeof(float));
   forward.kept = keep;
 }

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-w"]  # no fused multiply-adds: each
+FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "-fPIC", "-shared", "-pthread", "-w"]  # no fused multiply-adds: each
 # expression rounds as written, as the JAX engine's do
 DIGEST_BYTES = 32  # a library's last bytes: the SHA-256 of the bytes before them
 
