@@ -143,3 +143,14 @@ def test_without_a_compiler_auto_runs_on_jax_and_native_is_refused(wanted, runs_
     else:
         assert run.returncode != 0
         assert "RuntimeError: the native engine cannot load" in run.stderr and "no-such-compiler" in run.stderr
+
+
+def test_a_pickled_learner_continues_on_its_engine(engine):
+    import pickle
+
+    X, y = recurring_stream(80, 3, 2)
+    learner = nctl.GLN(layer_sizes=(2, 1))
+    learner.learn_many(X[:40], y[:40])
+    twin = pickle.loads(pickle.dumps(learner))
+    assert twin.engine_ == engine
+    np.testing.assert_array_equal(twin.learn_many(X[40:], y[40:]), learner.learn_many(X[40:], y[40:]))

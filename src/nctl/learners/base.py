@@ -304,6 +304,13 @@ class OnlineLearner:
     def _copy_extra(self, twin) -> None:
         pass
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling: the native engine's state arrays become its own writable host arrays again (a
+        pickle may give read-only ones, say memory-mapped)."""
+        self.__dict__.update(state)
+        if self.__dict__.get("engine_") == engines.NATIVE and self._state is not None:
+            self._state = host_arrays(self._state)
+
     def params(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 

@@ -118,6 +118,10 @@ class GLN(OnlineLearner):
             self._state_calls = calls
         return calls
 
+    def __getstate__(self) -> dict:
+        """Pickling: without the calls bound to the state's arrays (made again when needed)."""
+        return {name: value for name, value in self.__dict__.items() if name != "_state_calls"}
+
     def _learn(self, X, y, stop):
         calls = self._calls()
         if len(X) == 1:  # nothing to stop between
