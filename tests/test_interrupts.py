@@ -5,10 +5,13 @@ The signal is raised by the process itself right after a compiled call returns, 
 ``KeyboardInterrupt`` would lose the call's result after JAX had deleted the buffers it was given."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -154,3 +157,24 @@ def test_a_programs_own_handler_gets_the_signal_once_the_learner_is_whole():
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[-2] == "[0, 1, 2, 3] 600"  # one signal per block of rows learned, one after
+
+
+def test_ctrl_c_while_nctl_run_compiles_exits_130_with_one_line():
+    """``nctl run`` stopped while a seed compiles and learns (no cache: it compiles throughout its first
+    seconds): the run says what it kept and exits 130, whenever the signal comes. (Before, the process
+    then crashed in the interpreter's teardown at some of these moments, rc 139 or 134.)"""
+    env = {**os.environ, "NCTL_CACHE_DIR": "off"}
+    for delay in (0.5, 1.5, 3.0):
+        with tempfile.TemporaryDirectory() as out:
+            run = subprocess.Popen([sys.executable, "-m", "nctl.cli", "run", "demo", "--seeds", "2", "--out", out],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            seen = ""
+            while "seed 0" not in seen:  # the first seed has started: its programs are compiling
+                char = run.stderr.read(1)
+                assert char, f"nctl run ended before its first seed: {seen[-2000:]}"
+                seen += char
+            time.sleep(delay)
+            run.send_signal(signal.SIGINT)
+            _, err = run.communicate(timeout=300)
+            assert run.returncode == 130, (delay, run.returncode, err[-2000:])
+            assert re.search(r"interrupted: \d of 2 seeds kept in ", err) and "Traceback" not in err

@@ -46,6 +46,7 @@ EXAMPLES = """examples:
 `nctl COMMAND --help` describes a command's options."""
 USER_ERRORS = (ValueError, OSError, MemoryError, SeedsFailed)  # one line and exit status 2, unless --debug
 USER_ERROR_STATUS = 2
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 
 
 def _parse_settings(pairs: list[str]) -> dict[str, str]:
@@ -148,7 +149,7 @@ def cmd_run(args) -> int:
                       progress=not args.quiet, resumable=args.resumable, seed_store=args.seed_store)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
-        return 130
+        return INTERRUPTED_STATUS
     print(report.markdown([results]), end="")
     print(f"results: {config_folder(args.out, exp) / 'results.json'} (every seed of these settings; "
           f"copied to {Path(args.out) / exp.name / 'results.json'})")
@@ -166,7 +167,7 @@ def cmd_sweep(args) -> int:
                               resumable=args.resumable)
     except KeyboardInterrupt as stop:
         print(f"\n{stop}", file=sys.stderr)
-        return 130
+        return INTERRUPTED_STATUS
     print(sweep.markdown(numbers), end="")
     folder = Path(args.out) / args.name
     print(f"sweep: {folder / sweep.TABLE}, {folder / sweep.NUMBERS} (each setting's seeds and results.json: "
@@ -312,5 +313,17 @@ def main(argv: list[str] | None = None) -> int:
         return USER_ERROR_STATUS
 
 
+def console() -> None:
+    """The ``nctl`` program: ``main``, and its status as the process's. A run stopped by Ctrl-C ends the
+    process at once, once its finished seeds are written and its output flushed: the computations it
+    left running on XLA's threads would otherwise meet the interpreter's teardown, which then crashes."""
+    status = main()
+    if status == INTERRUPTED_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
