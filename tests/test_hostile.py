@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -480,7 +481,8 @@ except MemoryError as error:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the address-space limit is read from /proc")
 @pytest.mark.parametrize("case, context_bits, room, message", [
     ("seen", 8, 250_000_000, r"NCTL with 100 features needs 0\.4 GB but 0\.\d GB is free under the address-space "
-                             r"limit RLIMIT_AS \(ulimit -v\) of \d+\.\d GB; "
+                             r"limit RLIMIT_AS \(ulimit -v\) of \d+\.\d GB once \d\.\d GB is kept for XLA's "
+                             r"compiler and threads; "
                              r"lower context_bits, layer_sizes or pool_size"),
     # room for XLA to compile the state's program, not for the state
     ("unseen", 10, 600_000_000, r"NCTL with 100 features needs 1\.3 GB and its allocation failed "
@@ -502,6 +504,23 @@ def test_a_state_beyond_the_address_space_limit_is_a_clear_error_not_a_hang(case
         pytest.fail("the learner hung under the address-space limit")
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.fullmatch(f"MemoryError: {message}.*; state None\n", done.stdout), done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the address-space limit is read from /proc")
+def test_nctl_run_under_an_address_space_too_small_for_xla_is_one_line_before_any_compiling(tmp_path):
+    """``ulimit -v 1500000``: the demo's states are small, but XLA's compiler and threads need more address
+    space than is left; the run is refused with one line naming the limit (it died of std::bad_alloc in the
+    compiler, rc 134)."""
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    env = {**os.environ, "NCTL_CACHE_DIR": "off"}
+    done = subprocess.run([sys.executable, "-m", "nctl.cli", "run", "demo", "--seeds", "1", "--out", str(tmp_path),
+                           "--quiet"], capture_output=True, text=True, env=env, timeout=300, preexec_fn=limited)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert re.search(r"needs 0\.0 GB but 0\.\d GB is free under the address-space limit RLIMIT_AS \(ulimit -v\) "
+                     r"of 1\.5 GB once \d\.\d GB is kept for XLA's compiler and threads", done.stderr), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
 
 
 def test_cgroup_memory_limits_of_the_group_and_the_groups_above_are_read(tmp_path):

@@ -26,12 +26,14 @@ class Room:
     source: str
     left: int
     limit: int | None = None
+    kept: int = 0  # bytes of the limit kept for XLA's runtime (``runtime_to_come``), not counted in left
 
     def __str__(self) -> str:
         free = f"{max(self.left, 0) / GB:.1f} GB is free"
         if self.limit is None:
             return f"{free} ({self.source})"
-        return f"{free} under the {self.source} of {self.limit / GB:.1f} GB"
+        kept = f" once {self.kept / GB:.1f} GB is kept for XLA's compiler and threads" if self.kept else ""
+        return f"{free} under the {self.source} of {self.limit / GB:.1f} GB{kept}"
 
 
 def rooms() -> list[Room]:
@@ -79,15 +81,34 @@ RLIMITS = ((resource.RLIMIT_AS, "address-space limit RLIMIT_AS (ulimit -v)", "Vm
            (resource.RLIMIT_DATA, "data-segment limit RLIMIT_DATA (ulimit -d)", "VmData"))
 
 
+# Address space that XLA's runtime and compiler take beyond the arrays, which a limit on it (ulimit -v, -d)
+# counts and the arrays' bytes do not: the process of the smallest NCTL learner grew from 0.4 GB after
+# importing nctl to 1.7 GB at its first learned row, for a 12 MB state (threads' stacks, the compiler's
+# memory, the programs' code).
+RUNTIME_ADDRESS_SPACE = int(1.5 * GB)
+
+
 def rlimit_rooms() -> list[Room]:
-    """What this process's soft limits on address space and data leave beyond what it already holds."""
+    """What this process's soft limits on address space and data leave beyond what it already holds and
+    what XLA's runtime will still take (``runtime_to_come``)."""
     found = []
     for which, source, held_field in RLIMITS:
         limit = resource.getrlimit(which)[0]
         held = _proc_bytes("/proc/self/status", held_field)
         if limit != resource.RLIM_INFINITY and held is not None:
-            found.append(Room(source, limit - held, limit))
+            kept = runtime_to_come()
+            found.append(Room(source, limit - held - kept, limit, kept))
     return found
+
+
+def runtime_to_come() -> int:
+    """``RUNTIME_ADDRESS_SPACE`` less what the process has grown since JAX started (its largest address
+    space, ``VmPeak``, against ``VmSize`` when this module was imported, after JAX): a process that has
+    compiled and run its programs has taken most of it already."""
+    peak = _proc_bytes("/proc/self/status", "VmPeak")
+    if peak is None or _SIZE_AT_IMPORT is None:
+        return RUNTIME_ADDRESS_SPACE
+    return max(0, RUNTIME_ADDRESS_SPACE - (peak - _SIZE_AT_IMPORT))
 
 
 # per cgroup version: the mount's file system type and controller option, the limit, usage and
@@ -161,6 +182,9 @@ def _proc_bytes(path: str, field: str) -> int | None:
         return None
     found = [int(line.split()[1]) * 1024 for line in lines if line.startswith(field + ":")]
     return found[0] if found else None
+
+
+_SIZE_AT_IMPORT = _proc_bytes("/proc/self/status", "VmSize")  # after importing JAX (above)
 
 
 def peak_resident_bytes() -> int | None:

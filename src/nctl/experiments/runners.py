@@ -169,9 +169,11 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
     stream = truncate_segments(make_stream(exp, seed, data_dir), exp.steps_per_task)
     out = {"steps": len(stream), "tasks": [t.name for t in stream.tasks], "learners": {}}
     earlier_seconds = 0.0  # training time of the processes that ran before a resume
+    for name in exp.learners:  # every learner checked before the first trains: refused up front
+        check_memory(name, learner_factory(name, exp, stream, seed)(), stream.n_features,
+                     adapt=evaluate.ADAPT50 in exp.variants)
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
-        check_memory(name, learner, stream.n_features, adapt=evaluate.ADAPT50 in exp.variants)
         if hasattr(learner, "reserve"):  # a growing state sized once for the stream: never copied to grow
             learner.reserve(len(stream))
         protocol = dict(eval_every=exp.eval_every, max_test=exp.max_test, seed=seed)
