@@ -13,7 +13,7 @@ from nctl.core.engine import pool_update, records
 
 def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
     cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
-    net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)  # the binary network
+    net = jax.tree.map(lambda a: a[0], engine.init(cfg, 0, 6).nets)  # the binary network
     shape, W, slot = cfg.layers[0], cfg.pool.lanes, 0
     rng = np.random.default_rng(0)
     pool_rows = rng.normal(size=net.arena.pool_rows[0].shape).astype(np.float32)  # stored states to copy from
@@ -85,7 +85,7 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     sources as they are; a member of a slot past the continuing ones, a member reading another entry and
     the other neurons keep theirs; a write no continuing member reads changes nothing."""
     cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
-    net = jax.tree.map(lambda a: a[0], engine.init(cfg, jax.random.PRNGKey(0), 6).nets)
+    net = jax.tree.map(lambda a: a[0], engine.init(cfg, 0, 6).nets)
     rng = np.random.default_rng(1)
     R, C = cfg.pool.reservoir_size, cfg.contexts
     pool_rows = jnp.asarray(rng.normal(size=net.arena.pool_rows[0].shape).astype(np.float32))

@@ -22,7 +22,7 @@ predict_many = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
 def network(rows, n_features, layer_sizes, bits, seed=0):
-    gates = gln.network_gates(jax.random.PRNGKey(seed), 1, n_features, layer_sizes, bits)
+    gates = gln.network_gates(seed, 1, n_features, layer_sizes, bits)
     layers = jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, bits, rows))(gates)
     planes = [(np.asarray(g.normals[0]), np.asarray(g.offsets[0])) for g in gates]
     return layers, planes

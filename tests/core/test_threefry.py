@@ -1,5 +1,6 @@
-"""nctl.core.threefry and gating.numpy_gates against jax.random and gating.init_gates (64-bit mode on, as
-importing nctl sets it)."""
+"""nctl.core.threefry against jax.random, and the hyperplanes drawn with it (gating.draw_gates, in numpy)
+against the same draw in JAX, as nctl made it before (``jax_gates``, ``jax_network_gates``). 64-bit mode is
+on, as importing nctl sets it."""
 
 from fractions import Fraction
 
@@ -89,8 +90,26 @@ def test_fma_rounds_once_even_where_the_float64_sum_is_a_float32_tie():
 # measured with 3 seeds over d = 2..784, N = 3..16, s = 1..10: offsets equal, normals differ in ~17% of
 # rows by at most 3 ulp. XLA:CPU's 1/|g| is the CPU's rsqrtss estimate refined by two Newton steps (its last
 # bit depends on the vendor's estimate table) and for some d (2, 3, 17, 64, 100, 784) its sum of squares is
-# added in another order than numpy_gates' 8 lanes; numpy_gates rounds 1/|g| once.
+# added in another order than draw_gates' 8 lanes; draw_gates rounds 1/|g| once.
 MAX_NORMAL_ULPS = 3
+
+
+def jax_gates(key, n_neurons, n_bits, n_features):
+    """The hyperplanes drawn by jax.random: normalised Gaussian normals, offsets N(0, 0.05^2)."""
+    k_normal, k_offset = jax.random.split(key)
+    normals = jax.random.normal(k_normal, (n_neurons, n_bits, n_features), jnp.float32)
+    normals = normals / jnp.linalg.norm(normals, axis=-1, keepdims=True)
+    return gating.Gates(normals, gating.OFFSET_STD * jax.random.normal(k_offset, (n_neurons, n_bits), jnp.float32))
+
+
+def jax_network_gates(seed, n_nets, n_features, layer_sizes, context_bits):
+    """``gln.network_gates`` with jax.random, compiled as one program."""
+    def draw(key):
+        class_keys = jax.random.split(jax.random.fold_in(key, 1), n_nets)
+        return tuple(jax.vmap(lambda k: jax_gates(jax.random.fold_in(k, i), n, context_bits, n_features))(class_keys)
+                     for i, n in enumerate(layer_sizes))
+
+    return jax.jit(draw)(jax.random.PRNGKey(seed))
 
 
 def _ulps(a, b):
@@ -102,8 +121,8 @@ def _ulps(a, b):
                                                                    (13, (5, 1), 10), (100, (4, 1), 3)])
 def test_network_gates_offsets_equal_and_normals_within_measured_ulps(n_features, layer_sizes, context_bits):
     for seed in [0, 5]:
-        ref = gln.network_gates(jax.random.PRNGKey(seed), 2, n_features, layer_sizes, context_bits)
-        mine = gating.numpy_network_gates(seed, 2, n_features, layer_sizes, context_bits)
+        ref = jax_network_gates(seed, 2, n_features, layer_sizes, context_bits)
+        mine = gln.network_gates(seed, 2, n_features, layer_sizes, context_bits)
         for r, m in zip(ref, mine):
             assert _same_bits(m.offsets, r.offsets)
             assert m.normals.shape == r.normals.shape and m.normals.dtype == np.float32
@@ -111,10 +130,10 @@ def test_network_gates_offsets_equal_and_normals_within_measured_ulps(n_features
             assert _ulps(m.normals, r.normals).max() <= MAX_NORMAL_ULPS
 
 
-def test_numpy_gates_equal_compiled_init_gates_for_one_key():
-    """Compiled as network_gates compiles it: run op by op, JAX rounds ``offset_std sqrt(2) e`` twice."""
+def test_drawn_gates_equal_compiled_jax_gates_for_one_key():
+    """Compiled as one program: run op by op, JAX rounds ``offset_std sqrt(2) e`` twice."""
     k = threefry.fold_in(threefry.key(3), 2)
-    ref = jax.jit(gating.init_gates, static_argnums=(1, 2, 3))(jnp.asarray(k), 6, 3, 16)
-    mine = gating.numpy_gates(k, 6, 3, 16)
+    ref = jax.jit(jax_gates, static_argnums=(1, 2, 3))(jnp.asarray(k), 6, 3, 16)
+    mine = gating.draw_gates(k, 6, 3, 16)
     assert _same_bits(mine.offsets, ref.offsets)
     assert _ulps(mine.normals, ref.normals).max() <= MAX_NORMAL_ULPS

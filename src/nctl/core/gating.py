@@ -24,31 +24,20 @@ class Gates(NamedTuple):
     offsets: jax.Array  # [N, s] float32
 
 
-def init_gates(key, n_neurons: int, n_bits: int, n_features: int, offset_std: float = OFFSET_STD) -> Gates:
-    """Normalised Gaussian normals and Gaussian offsets for ``n_neurons`` neurons."""
-    k_normal, k_offset = jax.random.split(key)
-    normals = jax.random.normal(k_normal, (n_neurons, n_bits, n_features), jnp.float32)
-    normals = normals / jnp.linalg.norm(normals, axis=-1, keepdims=True)
-    offsets = offset_std * jax.random.normal(k_offset, (n_neurons, n_bits), jnp.float32)
-    return Gates(normals, offsets)
-
-
-def numpy_gates(key, n_neurons: int, n_bits: int, n_features: int, offset_std: float = OFFSET_STD) -> Gates:
-    """``init_gates`` in numpy, without JAX: the same normals ``v = g / |g|`` (``g ~ N(0, I)`` from
-    ``threefry``) and offsets ``o ~ N(0, offset_std^2)``, computed as XLA:CPU compiles ``init_gates`` (inside
-    ``gln.network_gates``'s program; run op by op, JAX rounds ``offset_std sqrt(2) e`` in two steps):
-    ``g = sqrt(2) e`` with ``e = erfinv(u)``; ``v = e (sqrt(2) / |g|)`` and ``o = e' (offset_std sqrt(2))``
-    (XLA folds the constants), ``|g|^2`` summed in 8 lanes of fused ``acc + g_j^2``, lane ``j mod 8``,
-    then halves added pairwise (XLA:CPU's vectorised row reduction for ``d <= 16`` and ``d = 24, 32``).
-
-    Bit-identical to ``init_gates`` on an x86-64 CPU with FMA for the offsets; the normals differ by at most
-    one ulp in a fraction of rows (see tests/core/test_threefry.py): XLA computes ``1 / |g|`` from the CPU's
-    12-bit ``rsqrtss`` estimate and two Newton steps, whose last bit depends on that vendor-specific
-    estimate; here it is ``1 / |g|`` rounded once. ``key`` uint32[2] -> normals [N, s, d], offsets [N, s]."""
+def draw_gates(key, n_neurons: int, n_bits: int, n_features: int, offset_std: float = OFFSET_STD) -> Gates:
+    """Normals ``v = g / |g|`` with ``g ~ N(0, I)`` and offsets ``o ~ N(0, offset_std^2)`` for ``n_neurons``
+    neurons, from ``key`` (uint32[2]) by ``threefry``, in numpy (docs/algorithm.md §1.2): ``g = sqrt(2) e``
+    with ``e = erfinv(u)`` (``threefry.normal``'s arithmetic), ``v = e (sqrt(2) / |g|)`` with ``1 / |g|``
+    rounded once to float32, and ``o = e' float32(offset_std sqrt(2))``; ``|g|^2`` is summed in 8 lanes of
+    fused ``acc + g_j^2``, lane ``j mod 8``, then halves added pairwise. (That is the arithmetic XLA:CPU
+    compiles ``jax.random.normal`` and the norm to, which drew the hyperplanes before; the offsets are the
+    same bits, the normals differ in a fraction of rows by an ulp or three: tests/core/test_threefry.py.)
+    ``key`` uint32[2] -> normals [N, s, d], offsets [N, s] float32."""
     k_normal, k_offset = threefry.split(key)
     e = threefry.erfinv(threefry.uniform(k_normal, (n_neurons, n_bits, n_features), *_NORMAL_RANGE))
     g = e * _SQRT2
-    inverse_norm = (1 / np.sqrt(_lane_sum_of_squares(g).astype(np.float64))).astype(np.float32)
+    with np.errstate(divide="ignore"):  # no features: no normals to scale
+        inverse_norm = (1 / np.sqrt(_lane_sum_of_squares(g).astype(np.float64))).astype(np.float32)
     normals = e * (inverse_norm * _SQRT2)[..., None]
     offsets = threefry.erfinv(threefry.uniform(k_offset, (n_neurons, n_bits), *_NORMAL_RANGE))
     return Gates(normals, offsets * np.float32(offset_std * np.sqrt(2)))
@@ -60,7 +49,9 @@ def _lane_sum_of_squares(g):
     pairwise, ``(l, l + 4)``, ``(l, l + 2)``, ``(0, 1)``. ``g`` [..., d] float32 -> [...] float32."""
     d = g.shape[-1]
     padded = np.concatenate([g, np.zeros(g.shape[:-1] + (-d % _LANES,), np.float32)], axis=-1)
-    chunks = padded.reshape(g.shape[:-1] + (-1, _LANES))
+    chunks = padded.reshape(g.shape[:-1] + (padded.shape[-1] // _LANES, _LANES))
+    if chunks.shape[-2] == 0:  # no features (the sequence predictors' one context): an empty sum
+        return np.zeros(g.shape[:-1], np.float32)
     lanes = chunks[..., 0, :] * chunks[..., 0, :]
     for c in range(1, chunks.shape[-2]):
         lanes = threefry._fma(chunks[..., c, :], chunks[..., c, :], lanes)
@@ -70,15 +61,15 @@ def _lane_sum_of_squares(g):
     return lanes[..., 0]
 
 
-def numpy_network_gates(seed: int, n_nets: int, n_features: int, layer_sizes: tuple,
-                        context_bits: int) -> tuple[Gates, ...]:
-    """``gln.network_gates(jax.random.PRNGKey(seed), ...)`` in numpy: per layer ``i``, class network ``c``
-    gets ``numpy_gates(fold_in(split(fold_in(key, 1), n_nets)[c], i), ...)``; per layer
-    ``Gates(normals [nets, N_i, s, d], offsets [nets, N_i, s])``."""
-    class_keys = threefry.split(threefry.fold_in(threefry.key(seed), 1), n_nets)
+def network_gates(key, n_nets: int, n_features: int, layer_sizes: tuple, context_bits: int) -> tuple[Gates, ...]:
+    """The hyperplanes of every layer of ``n_nets`` class networks from ``key`` (uint32[2], e.g.
+    ``threefry.key(seed)``): class network ``c`` draws layer ``i`` with
+    ``fold_in(split(fold_in(key, 1), n_nets)[c], i)``; per layer ``Gates(normals [nets, N_i, s, d], offsets
+    [nets, N_i, s])``. Numpy throughout: no program to compile, and no JAX needed."""
+    class_keys = threefry.split(threefry.fold_in(np.asarray(key, np.uint32), 1), n_nets)
     layers = []
     for i, n in enumerate(layer_sizes):
-        nets = [numpy_gates(threefry.fold_in(k, i), n, context_bits, n_features) for k in class_keys]
+        nets = [draw_gates(threefry.fold_in(k, i), n, context_bits, n_features) for k in class_keys]
         layers.append(Gates(np.stack([g.normals for g in nets]), np.stack([g.offsets for g in nets])))
     return tuple(layers)
 

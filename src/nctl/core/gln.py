@@ -16,7 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from nctl.core import gating, programs
+from nctl.core import gating, programs, threefry
 
 
 class Layer(NamedTuple):
@@ -36,22 +36,15 @@ def fan_ins(n_features: int, layer_sizes) -> tuple[int, ...]:
     return tuple(n + 1 for n in (n_features,) + tuple(layer_sizes[:-1]))
 
 
-def class_keys(key, n_classes: int):
-    """Keys of the one-vs-all networks; GLN and NCTL with the same seed get the same gates."""
-    return jax.random.split(jax.random.fold_in(key, 1), n_classes)
+programs.register(gating.Gates)  # hyperplanes are arguments of the programs stored on disk
 
 
-programs.register(gating.Gates)  # what network_gates returns, for programs stored on disk
-
-
-@partial(programs.jit, static_argnums=(1, 2, 3, 4))
-def network_gates(key, n_nets: int, n_features: int, layer_sizes: tuple, context_bits: int) -> tuple[gating.Gates, ...]:
-    """The hyperplanes of every layer of the ``n_nets`` class networks of seed ``key``: per layer
-    ``Gates(normals [nets, N_i, s, d], offsets [nets, N_i, s])``. A program of its own: drawing Gaussians
-    takes XLA seconds to compile on a CPU, and this program is shared by every learner, GLN or NCTL,
-    with these layers (the rest of a configuration does not change it)."""
-    return tuple(jax.vmap(lambda k: gating.init_gates(jax.random.fold_in(k, i), n, context_bits, n_features))(
-        class_keys(key, n_nets)) for i, n in enumerate(layer_sizes))
+def network_gates(seed: int, n_nets: int, n_features: int, layer_sizes: tuple,
+                  context_bits: int) -> tuple[gating.Gates, ...]:
+    """The hyperplanes of every layer of the ``n_nets`` class networks of a learner of seed ``seed``
+    (``gating.network_gates`` from ``threefry.key(seed)``, in numpy): per layer ``Gates(normals [nets, N_i, s,
+    d], offsets [nets, N_i, s])``; GLN and NCTL with the same seed and layers get the same."""
+    return gating.network_gates(threefry.key(seed), n_nets, n_features, layer_sizes, context_bits)
 
 
 def init(gates: tuple[gating.Gates, ...], n_features: int, layer_sizes, context_bits: int,

@@ -87,7 +87,7 @@ class EngineLearner:
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
-        return engine.init(cfg, jax.random.PRNGKey(self.seed), self.depth or 0)
+        return engine.init(cfg, self.seed, self.depth or 0)
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)
@@ -207,7 +207,7 @@ class EngineLearner:
     def hyperplanes(self, n_features: int) -> tuple:
         """The gating hyperplanes ``(normals [N, s, d], offsets [N, s])`` of every class network (one
         when binary, or for regression) and layer, as the learner draws them for ``n_features`` inputs."""
-        gates = engine.gates(self.engine_config(n_features), jax.random.PRNGKey(self.seed))
+        gates = engine.gates(self.engine_config(n_features), self.seed)
         return tuple(tuple((np.asarray(g.normals[net]), np.asarray(g.offsets[net])) for g in gates)
                      for net in range(gates[0].normals.shape[0]))
 

@@ -29,12 +29,6 @@ def _gln_chunk(layers, Z, Y, n, positive, rows):
 _gln_predict = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
-@partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _gln_init(gates, n_features, layer_sizes, context_bits, rows):
-    """One compiled program per configuration (run op by op, a state's creation compiles dozens)."""
-    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, rows))(gates)
-
-
 def _positive_labels(n_classes: int) -> np.ndarray:
     """The label each class network learns as 1: its class, or 1 for the one network of 0/1 labels."""
     return np.arange(n_classes, dtype=np.int32) if n_classes > 2 else np.array([1], np.int32)
@@ -103,9 +97,13 @@ class GLN(OnlineLearner):
         return GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
 
     def _fresh_state(self, n_features: int):
-        gates = gln.network_gates(jax.random.PRNGKey(self.seed), _positive_labels(self.n_classes).shape[0],
-                                  n_features, self.layer_sizes, self.context_bits)
-        return _gln_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
+        """Fresh layers (``nctl.core.gln.Layer``, a leading class axis) as numpy arrays, which either engine
+        adopts: the hyperplanes of ``self.seed`` and every row at the row model's initial value."""
+        nets, rows = _positive_labels(self.n_classes).shape[0], self.rows
+        gates = gln.network_gates(self.seed, nets, n_features, self.layer_sizes, self.context_bits)
+        fan_ins = gln.fan_ins(n_features, self.layer_sizes)
+        return tuple(gln.Layer(g, np.full((nets, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
+                                          np.float32)) for g, n, k in zip(gates, self.layer_sizes, fan_ins))
 
     native_engine = True
 

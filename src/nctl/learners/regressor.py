@@ -208,7 +208,7 @@ class GLNRegressor(Regressor, OnlineLearner):
                             float(self.max_weight), float(self.max_mean))
 
     def _fresh_state(self, n_features: int) -> RegressorState:
-        gates = gln.network_gates(jax.random.PRNGKey(self.seed), 1, n_features, self.layer_sizes, self.context_bits)
+        gates = gln.network_gates(self.seed, 1, n_features, self.layer_sizes, self.context_bits)
         layers = _regressor_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
         return RegressorState(layers, jnp.zeros(3, jnp.float64))
 

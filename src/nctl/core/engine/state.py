@@ -93,12 +93,11 @@ class State(NamedTuple):
 programs.register(State, Net, Slots, Arena, Pool, Reservoir, Records, tree.Schedule)  # the state's types, for programs stored on disk (§6.10)
 
 
-def init(cfg: EngineConfig, key, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
-    """A fresh state prepared for step 1; ``initial_pool`` [j, width] pre-fills the pool of every neuron
-    of a one-layer, one-context engine (the sequence predictors' tests). Two kinds of compiled program:
-    the hyperplanes (``gln.network_gates``, shared by every configuration with these layers, GLN's
-    included) and the rest of the state."""
-    return init_state(cfg, key, depth, initial_pool, gates(cfg, key))
+def init(cfg: EngineConfig, seed: int, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
+    """A fresh state of a learner of seed ``seed``, prepared for step 1; ``initial_pool`` [j, width]
+    pre-fills the pool of every neuron of a one-layer, one-context engine (the sequence predictors' tests).
+    The hyperplanes are drawn in numpy (``gates``), the rest of the state by one compiled program."""
+    return init_state(cfg, jax.random.PRNGKey(seed), depth, initial_pool, gates(cfg, seed))
 
 
 def init_state(cfg: EngineConfig, key, depth: int, initial_pool, layer_gates: tuple) -> State:
@@ -193,7 +192,7 @@ def pool_roster(in_pool, order, k: int):
     return jnp.where(jnp.take_along_axis(in_pool, ranked, axis=0), ranked, -1)
 
 
-def gates(cfg: EngineConfig, key) -> tuple:
-    """The hyperplanes that ``init`` gives the state: per layer, ``Gates(normals [nets, N_i, s, d],
-    offsets [nets, N_i, s])`` (GLN's with the same seed)."""
-    return gln.network_gates(key, cfg.n_nets, cfg.n_features, cfg.layer_sizes, cfg.context_bits)
+def gates(cfg: EngineConfig, seed: int) -> tuple:
+    """The hyperplanes that ``init`` gives the state of seed ``seed``: per layer, ``Gates(normals [nets,
+    N_i, s, d], offsets [nets, N_i, s])`` (GLN's with the same seed)."""
+    return gln.network_gates(seed, cfg.n_nets, cfg.n_features, cfg.layer_sizes, cfg.context_bits)
