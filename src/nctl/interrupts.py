@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from contextlib import contextmanager
-from typing import Iterator
 
 
 class Interrupted(KeyboardInterrupt):
@@ -65,23 +63,25 @@ def _as_before(signum, frame) -> None:
     # SIG_IGN: ignored, as before
 
 
-@contextmanager
-def held() -> Iterator[Note]:
-    """Inside the block a SIGINT is noted (in this block's note and those of the blocks around it)
-    instead of raising; a program's own handler gets its signals when the outermost block ends."""
-    note = Note()
-    if threading.current_thread() is not threading.main_thread():
-        yield note
-        return
-    if not _replaced:
-        _replaced.append(signal.signal(signal.SIGINT, _on_sigint))
-    _open.append(note)
-    try:
-        yield note
-    finally:
-        _open.remove(note)
-        for _ in range(note.deferred):
-            _as_before(signal.SIGINT, None)
+class held:
+    """``with held() as note``: inside the block a SIGINT is noted (in this block's note and those of the
+    blocks around it) instead of raising; a program's own handler gets its signals when the outermost block
+    ends. (A class rather than a generator: it is entered for every native row.)"""
+
+    def __enter__(self) -> Note:
+        self.note = Note()
+        self.main = threading.current_thread() is threading.main_thread()
+        if self.main:
+            if not _replaced:
+                _replaced.append(signal.signal(signal.SIGINT, _on_sigint))
+            _open.append(self.note)
+        return self.note
+
+    def __exit__(self, *exception) -> None:
+        if self.main:
+            _open.remove(self.note)
+            for _ in range(self.note.deferred):
+                _as_before(signal.SIGINT, None)
 
 
 def raise_if_asked(note: Note, what: str) -> None:

@@ -69,7 +69,8 @@ class OnlineLearner:
     @property
     def state_(self):
         """The state (None before the first example), with every example given so far learned."""
-        self._run_pending()
+        if self._pending:
+            self._run_pending()
         return self._state
 
     @state_.setter

@@ -109,9 +109,9 @@ void ForEachNetwork(const Network& network, int64_t n, Run run) {
   int64_t products = 0;
   for (int64_t i = 0, k = network.features + 1; i < network.n_layers; k = network.layers[i++].neurons + 1)
     products += network.layers[i].neurons * (k + network.bits * network.features);
-  const int64_t threads = std::min<int64_t>(
-      {network.nets, std::max<unsigned>(1, std::thread::hardware_concurrency()),
-       products * n * network.nets >= kThreadedProducts ? int64_t{2} : int64_t{1}});
+  // (the processor count is asked for only then: it is a system call, which a single row would feel)
+  const int64_t threads = products * n * network.nets < kThreadedProducts ? 1 : std::min<int64_t>(
+      {network.nets, int64_t{2}, std::max<int64_t>(1, std::thread::hardware_concurrency())});
   auto range = [&](int64_t first, int64_t stop) {
     std::vector<float> u(Widest(network)), next(u.size());
     for (int64_t g = first; g < stop; ++g) run(g, u, next);
