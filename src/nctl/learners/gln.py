@@ -69,6 +69,9 @@ class GLN(OnlineLearner):
         prob_eps: probabilities are clipped to ``[eps, 1 - eps]``.
         max_weight: weights are kept in ``[-max_weight, max_weight]``.
         seed: draws the gating hyperplanes (the same as NCTL's with the same seed and layers).
+
+    On a CPU it runs on the native engine, else on JAX (``nctl.engines``); ``engine_`` says which, once the
+    learner has a state.
     """
 
     layer_sizes: tuple = (50, 25, 1)
