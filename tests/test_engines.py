@@ -1,6 +1,6 @@
-"""The two engines (``nctl.engines``) on the learners the native engine runs (the GLN): each against the
-literal float64 network of tests/reference, the two against each other, a save of one continued by the
-other, and the choice of engine.
+"""The two engines (``nctl.engines``) on the learners the native engine runs (the GLN and the Gaussian GLN):
+each against the literal float64 networks of tests/reference, the two against each other, a save of one
+continued by the other, and the choice of engine.
 
 The engines round differently in float32: the native engine sums every dot product in one fixed order
 with the C library's exp and log, XLA in its own order with its own exp and log (docs/algorithm.md,
@@ -16,7 +16,11 @@ import pytest
 
 import nctl
 from nctl import engines
+from nctl.core.gaussian import GaussianRows
+from nctl.native.gaussian_gln import GaussianGLNCalls
+from tests.core.test_gaussian_rows import stream
 from tests.core.test_nctl_literal import recurring_stream
+from tests.reference.gaussian_gln import GaussianGLN, Settings
 from tests.reference.nctl_literal import LiteralNCTL
 
 ENGINES = ["native", "jax"]
@@ -154,3 +158,44 @@ def test_a_pickled_learner_continues_on_its_engine(engine):
     twin = pickle.loads(pickle.dumps(learner))
     assert twin.engine_ == engine
     np.testing.assert_array_equal(twin.learn_many(X[40:], y[40:]), learner.learn_many(X[40:], y[40:]))
+
+
+@pytest.mark.parametrize("settings", [dict(learning_rate=0.05, min_variance=0.5, max_variance=4.0, max_weight=1.0,
+                                           max_mean=2.0), {}], ids=["tight", "defaults"])
+def test_the_native_gaussian_gln_is_the_literal_gaussian_gln(settings, monkeypatch):
+    """The native engine's Gaussian GLN (§8) against the literal float64 reference, as the JAX engine's is
+    checked (tests/core/test_gaussian_rows.py, the same stream and tolerances): predictions and weights."""
+    monkeypatch.setenv(engines.ENGINE_ENV, "native")
+    rows, layer_sizes, d = GaussianRows(**settings), (3, 2, 1), 3
+    learner = nctl.GLNRegressor(layer_sizes=layer_sizes, context_bits=2, **settings)
+    learner.allocate(d)  # a fresh state, as the native engine holds it
+    layers = learner.state_.layers
+    calls = GaussianGLNCalls(layers, rows)
+    Z, y = stream(200, d, seed=1)
+    reference = GaussianGLN([(layer.gates.normals[0], layer.gates.offsets[0]) for layer in layers], d, Settings(*rows))
+    np.testing.assert_allclose(calls.learn(Z, y)[:, 0], reference.run(Z, y), rtol=1e-4, atol=1e-5)
+    for layer, ref_weights in zip(layers, reference.weights):
+        np.testing.assert_allclose(layer.weights[0], np.array(ref_weights), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("saved_by, loaded_by", [("native", "jax"), ("jax", "native")])
+def test_the_engines_agree_on_the_gaussian_gln_and_continue_each_others_saves(saved_by, loaded_by, monkeypatch,
+                                                                             tmp_path):
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 5)).astype(np.float32)
+    y = 3.0 * X[:, 0] + X[:, 1] ** 2 + 0.1 * rng.standard_normal(400) + 20.0
+    out = {}
+    for name in ENGINES:
+        monkeypatch.setenv(engines.ENGINE_ENV, name)
+        learner = nctl.GLNRegressor()
+        out[name] = learner.learn_many(X[:300], y[:300]), learner.predict_distribution_many(X[300:])
+        assert learner.engine_ == name
+        if name == saved_by:
+            learner.save(tmp_path / "m.npz")
+    np.testing.assert_allclose(out["native"][0], out["jax"][0], rtol=0, atol=1e-4)  # targets around 20
+    np.testing.assert_allclose(out["native"][1], out["jax"][1], rtol=1e-5, atol=0)
+    monkeypatch.setenv(engines.ENGINE_ENV, loaded_by)
+    loaded = nctl.load(tmp_path / "m.npz")
+    assert loaded.engine_ == loaded_by and loaded.t_ == 300
+    np.testing.assert_allclose(loaded.predict_distribution_many(X[300:]), out[saved_by][1], rtol=1e-5, atol=0)
+    assert np.isfinite(loaded.learn_many(X[300:], y[300:])).all() and loaded.t_ == 400

@@ -21,6 +21,7 @@ from nctl import interrupts
 from nctl.core.engine import driver
 from nctl.learners import regressor
 from nctl.learners.gln import XlaCalls
+from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.native.gln import GLNCalls
 from nctl.streams import synthetic
 
@@ -35,6 +36,8 @@ LEARNERS = {  # name: (learner factory, the call that learns a block of rows, en
                                                   depth=10), (driver, "run_steps"), "jax"),
     "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (regressor, "_regressor_chunk"),
                       "jax"),
+    "gln-regressor-native": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2),
+                             (GaussianGLNCalls, "learn"), "native"),
 }
 
 
@@ -138,7 +141,8 @@ def test_a_programs_own_handler_gets_the_signal_once_the_learner_is_whole():
         import signal
         import numpy as np
         import nctl
-        from nctl.native.gln import GLNCalls
+        from nctl.native.gaussian_gln import GaussianGLNCalls
+from nctl.native.gln import GLNCalls
         seen = []
         signal.signal(signal.SIGINT, lambda *_: seen.append(len(seen)))
         learn = GLNCalls.learn

@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import interrupts
+from nctl import engines, interrupts
 from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.gln import GLN_CHUNK
 from nctl.learners.inputs import check_features
+from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
 
 MAX_TARGET = 1e100  # the largest target magnitude: squared deviations up to 4e200 sum over any stream
@@ -49,9 +50,25 @@ def _regressor_chunk(layers, Z, Y, n, positive, rows):
 _regressor_predict = jax.jit(gln.predict_many, static_argnums=(2,))
 
 
-@partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _regressor_init(gates, n_features, layer_sizes, context_bits, rows):
-    return jax.vmap(lambda g: gln.init(g, n_features, layer_sizes, context_bits, rows))(gates)
+class XlaGaussianCalls:
+    """``GaussianGLNCalls``' learn and predict on JAX: compiled chunks of ``GLN_CHUNK`` rows (padded to that
+    shape), each handing the layers' buffers to the call and holding the new layers in ``layers``."""
+
+    def __init__(self, layers, rows):
+        self.layers, self._rows = layers, rows
+
+    def learn(self, Z, targets):
+        out = []
+        for a in range(0, len(Z), GLN_CHUNK):
+            n = min(GLN_CHUNK, len(Z) - a)
+            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.float32)
+            Zc[:n], Yc[:n] = Z[a:a + n], targets[a:a + n]
+            self.layers, q = _regressor_chunk(self.layers, Zc, Yc, n, ONE_NETWORK, self._rows)
+            out.append(np.asarray(q[:n]))
+        return np.concatenate(out)
+
+    def predict(self, Z):
+        return np.asarray(_regressor_predict(self.layers, jnp.asarray(Z), self._rows))
 
 
 def check_targets(y) -> np.ndarray:
@@ -207,26 +224,45 @@ class GLNRegressor(Regressor, OnlineLearner):
         return GaussianRows(float(self.learning_rate), float(self.min_variance), float(self.max_variance),
                             float(self.max_weight), float(self.max_mean))
 
+    native_engine = True
+
     def _fresh_state(self, n_features: int) -> RegressorState:
+        """A fresh state as numpy arrays, which either engine adopts: the hyperplanes of ``self.seed``, every
+        row at ``1/K`` and no target seen."""
+        rows = self.rows
         gates = gln.network_gates(self.seed, 1, n_features, self.layer_sizes, self.context_bits)
-        layers = _regressor_init(gates, n_features, self.layer_sizes, self.context_bits, self.rows)
-        return RegressorState(layers, jnp.zeros(3, jnp.float64))
+        fan_ins = gln.fan_ins(n_features, self.layer_sizes)
+        layers = tuple(gln.Layer(g, np.full((1, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
+                                            np.float32)) for g, n, k in zip(gates, self.layer_sizes, fan_ins))
+        return RegressorState(layers, np.zeros(3, np.float64))
+
+    def _calls(self):
+        """Learn and predict on this learner's layers by its engine, made once per state."""
+        calls = self.__dict__.get("_state_calls")
+        if calls is None or calls.layers is not self.state_.layers:
+            native = self.engine_ == engines.NATIVE
+            calls = (GaussianGLNCalls if native else XlaGaussianCalls)(self.state_.layers, self.rows)
+            self._state_calls = calls
+        return calls
+
+    def __getstate__(self) -> dict:
+        """Pickling: without the calls bound to the state's arrays (made again when needed)."""
+        return {name: value for name, value in self.__dict__.items() if name != "_state_calls"}
 
     def _learn(self, X, y, stop):
         """Learns the rows in order (all unless ``stop`` ends it early); returns each learned row's
         pre-update predicted mean [done, 1], in the targets' units. The target statistics go with the
         network, chunk by chunk."""
-        rows, means = self.rows, [np.zeros(0)]
+        calls, means = self._calls(), [np.zeros(0)]
+        as_array = np.asarray if self.engine_ == engines.NATIVE else jnp.asarray
         for a in range(0, len(X), GLN_CHUNK):
             if stop.asked:
                 break
             n = min(GLN_CHUNK, len(X) - a)
             shifts, scales, scaled, stats = standardised(np.asarray(self.state_.targets), y[a:a + n])
-            Z, Y = np.zeros((GLN_CHUNK, X.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.float32)
-            Z[:n], Y[:n] = X[a:a + n], scaled
-            layers, q = _regressor_chunk(self.state_.layers, Z, Y, n, ONE_NETWORK, rows)
-            self.state_ = RegressorState(layers, jnp.asarray(stats))
-            means.append(shifts + scales * np.asarray(q[:n, 0, 0], np.float64))
+            q = calls.learn(X[a:a + n], scaled)
+            self.state_ = RegressorState(calls.layers, as_array(stats))
+            means.append(shifts + scales * np.asarray(q[:, 0, 0], np.float64))
         return np.concatenate(means)[:, None]
 
     def _predict(self, X):
@@ -234,7 +270,7 @@ class GLNRegressor(Regressor, OnlineLearner):
 
     def _distribution(self, X):
         """Means and variances [n] of the rows ``X`` [n, d], mapped back with the current statistics."""
-        q = np.asarray(_regressor_predict(self.state_.layers, jnp.asarray(X), self.rows), np.float64)[:, 0]
+        q = np.asarray(self._calls().predict(X), np.float64)[:, 0]
         count, mean, squares = np.asarray(self.state_.targets)
         scale = target_scale(count, squares)
         return mean + scale * q[:, 0], scale**2 / q[:, 1]

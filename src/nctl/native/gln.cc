@@ -12,16 +12,11 @@
 #include <vector>
 
 #include "arithmetic.h"
+#include "layer.h"
 
 namespace {
 
-// One layer of every class network: normals [nets, N, s, d], offsets [nets, N, s], weights [nets, N, C, K].
-struct Layer {
-  const float* normals;
-  const float* offsets;
-  float* weights;
-  int64_t neurons;
-};
+using nctl::Layer;
 
 // The forward pass of the last one-row prediction: its row [d], and per class network g every neuron's
 // context and prediction (at g * neurons + the neuron's place in the network) and every layer's inputs

@@ -14,9 +14,17 @@ import numpy as np
 from nctl import engines
 
 
-class _Layer(ctypes.Structure):
+class LayerStruct(ctypes.Structure):
+    """``nctl::Layer`` (layer.h): one layer's arrays of every class network, by address."""
     _fields_ = [("normals", ctypes.c_void_p), ("offsets", ctypes.c_void_p), ("weights", ctypes.c_void_p),
                 ("neurons", ctypes.c_int64)]
+
+
+def layer_structs(layers) -> ctypes.Array:
+    """The ``LayerStruct`` of each layer of ``layers`` (``nctl.core.gln.Layer``, numpy arrays)."""
+    return (LayerStruct * len(layers))(*[
+        LayerStruct(layer.gates.normals.ctypes.data, layer.gates.offsets.ctypes.data, layer.weights.ctypes.data,
+                    layer.weights.shape[1]) for layer in layers])
 
 
 class _Clips(ctypes.Structure):
@@ -32,7 +40,7 @@ class _Forward(ctypes.Structure):
 
 class _Network(ctypes.Structure):
     _fields_ = [("nets", ctypes.c_int64), ("n_layers", ctypes.c_int64), ("features", ctypes.c_int64),
-                ("bits", ctypes.c_int64), ("layers", ctypes.POINTER(_Layer)), ("clips", _Clips),
+                ("bits", ctypes.c_int64), ("layers", ctypes.POINTER(LayerStruct)), ("clips", _Clips),
                 ("learning_rate", ctypes.c_float), ("forward", ctypes.POINTER(_Forward))]
 
 
@@ -55,9 +63,7 @@ class GLNCalls:
         self.layers = layers
         normals = layers[0].gates.normals
         self._nets, features = normals.shape[0], normals.shape[-1]
-        self._layer_array = (_Layer * len(layers))(*[
-            _Layer(layer.gates.normals.ctypes.data, layer.gates.offsets.ctypes.data, layer.weights.ctypes.data,
-                   layer.weights.shape[1]) for layer in layers])
+        self._layer_array = layer_structs(layers)
         # the last one-row prediction's forward pass (gln.cc): a row, each neuron's context and prediction,
         # each layer's inputs, per class network
         neurons, width = sum(layer.weights.shape[1] for layer in layers), sum(layer.weights.shape[3] for layer in layers)
