@@ -141,8 +141,7 @@ def test_a_programs_own_handler_gets_the_signal_once_the_learner_is_whole():
         import signal
         import numpy as np
         import nctl
-        from nctl.native.gaussian_gln import GaussianGLNCalls
-from nctl.native.gln import GLNCalls
+        from nctl.native.gln import GLNCalls
         seen = []
         signal.signal(signal.SIGINT, lambda *_: seen.append(len(seen)))
         learn = GLNCalls.learn

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from nctl import __version__, atomic, compilation
+from nctl.arguments import at_least
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, executors, report, sweep
 from nctl.experiments.run import SeedsFailed, config_folder, run
@@ -57,20 +58,6 @@ def _parse_settings(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--set expects key=value, got {pair!r}")
         settings[key] = value
     return settings
-
-
-def at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
-        return value
-
-    return parse
 
 
 # The data set each stream reads (`nctl data download NAME`); the others are generated

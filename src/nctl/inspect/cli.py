@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from nctl import atomic
+from nctl.arguments import at_least
 from nctl.core.pool import EVICTION_POLICIES
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
@@ -247,7 +248,6 @@ def cmd_pool_history(args) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``saliency`` (``transition``, ``pseudo-tasks``), ``boundaries`` and ``pool-history``."""
-    from nctl.cli import at_least  # here, not at the top: nctl.cli imports this module
 
     positive = at_least(1)  # the counts: a zero or negative one fails deep inside, or is taken silently
     parser = subparsers.add_parser("saliency", help="saliency maps of NCTL's MAP and pseudo-task networks")
