@@ -19,7 +19,6 @@ import pytest
 import nctl
 from nctl import interrupts
 from nctl.core.engine import driver
-from nctl.learners import regressor
 from nctl.learners.gln import XlaCalls
 from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.native.gln import GLNCalls
@@ -34,8 +33,7 @@ LEARNERS = {  # name: (learner factory, the call that learns a block of rows, en
     "gln-jax": (lambda: nctl.GLN(**SMALL), (XlaCalls, "learn"), "jax"),
     "nctl-regressor": (lambda: nctl.NCTLRegressor(layer_sizes=(4, 1), context_bits=2, pool_size=3, min_segment=8,
                                                   depth=10), (driver, "run_steps"), "jax"),
-    "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (regressor, "_regressor_chunk"),
-                      "jax"),
+    "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (XlaCalls, "learn"), "jax"),
     "gln-regressor-native": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2),
                              (GaussianGLNCalls, "learn"), "native"),
 }

@@ -10,7 +10,6 @@ pairs and whose inputs and bias are Gaussians. A network is written for one outp
 leading class axis for one-vs-all (``rows.target``).
 """
 
-from functools import partial
 from typing import NamedTuple
 
 import jax

@@ -35,7 +35,8 @@ def _positive_labels(n_classes: int) -> np.ndarray:
 
 
 class XlaCalls:
-    """``GLNCalls``' learn and predict on JAX: compiled chunks of ``GLN_CHUNK`` rows (rows padded to
+    """The native calls' learn and predict (``GLNCalls``, ``GaussianGLNCalls``) on JAX, for the GLN and the
+    Gaussian GLN (a row model of either): compiled chunks of ``GLN_CHUNK`` rows (rows and targets padded to
     that shape), each handing the state's buffers to the call and holding the new state in ``layers``."""
 
     def __init__(self, layers, rows, positive):
@@ -45,7 +46,7 @@ class XlaCalls:
         out = []
         for a in range(0, len(Z), GLN_CHUNK):
             n = min(GLN_CHUNK, len(Z) - a)
-            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.int32)
+            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, Y.dtype)
             Zc[:n], Yc[:n] = Z[a:a + n], Y[a:a + n]
             self.layers, p = _gln_chunk(self.layers, Zc, Yc, n, self._positive, self._rows)
             out.append(np.asarray(p[:n]))

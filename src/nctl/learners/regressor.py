@@ -16,7 +16,7 @@ from nctl import engines, interrupts
 from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
-from nctl.learners.gln import GLN_CHUNK
+from nctl.learners.gln import GLN_CHUNK, XlaCalls
 from nctl.learners.inputs import check_features
 from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
@@ -40,35 +40,6 @@ REGRESSOR_RULES = {
 class RegressorState(NamedTuple):
     layers: tuple  # the network's layers, a leading axis of one network (nctl.core.gln)
     targets: jax.Array  # float64 [3]: the targets seen, their mean and their sum of squared deviations
-
-
-@partial(jax.jit, static_argnums=(5,), donate_argnums=(0,))
-def _regressor_chunk(layers, Z, Y, n, positive, rows):
-    return gln.run_chunk(layers, Z, Y, n, positive, rows)
-
-
-_regressor_predict = jax.jit(gln.predict_many, static_argnums=(2,))
-
-
-class XlaGaussianCalls:
-    """``GaussianGLNCalls``' learn and predict on JAX: compiled chunks of ``GLN_CHUNK`` rows (padded to that
-    shape), each handing the layers' buffers to the call and holding the new layers in ``layers``."""
-
-    def __init__(self, layers, rows):
-        self.layers, self._rows = layers, rows
-
-    def learn(self, Z, targets):
-        out = []
-        for a in range(0, len(Z), GLN_CHUNK):
-            n = min(GLN_CHUNK, len(Z) - a)
-            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, np.float32)
-            Zc[:n], Yc[:n] = Z[a:a + n], targets[a:a + n]
-            self.layers, q = _regressor_chunk(self.layers, Zc, Yc, n, ONE_NETWORK, self._rows)
-            out.append(np.asarray(q[:n]))
-        return np.concatenate(out)
-
-    def predict(self, Z):
-        return np.asarray(_regressor_predict(self.layers, jnp.asarray(Z), self._rows))
 
 
 def check_targets(y) -> np.ndarray:
@@ -241,7 +212,8 @@ class GLNRegressor(Regressor, OnlineLearner):
         calls = self.__dict__.get("_state_calls")
         if calls is None or calls.layers is not self.state_.layers:
             native = self.engine_ == engines.NATIVE
-            calls = (GaussianGLNCalls if native else XlaGaussianCalls)(self.state_.layers, self.rows)
+            calls = GaussianGLNCalls(self.state_.layers, self.rows) if native else \
+                XlaCalls(self.state_.layers, self.rows, ONE_NETWORK)
             self._state_calls = calls
         return calls
 
