@@ -305,6 +305,18 @@ class OnlineLearner:
     def _copy_extra(self, twin) -> None:
         pass
 
+    def calls_for(self, layers, make):
+        """The calls that learn and predict on ``layers`` (``make(layers)``: an object whose ``layers`` are
+        the ones it holds), made again only when the learner's layers are other arrays than theirs."""
+        calls = self.__dict__.get("_state_calls")
+        if calls is None or calls.layers is not layers:
+            calls = self._state_calls = make(layers)
+        return calls
+
+    def __getstate__(self) -> dict:
+        """Pickling: without the calls bound to the state's arrays (made again when needed)."""
+        return {name: value for name, value in self.__dict__.items() if name != "_state_calls"}
+
     def __setstate__(self, state: dict) -> None:
         """Unpickling: the native engine's state arrays become its own writable host arrays again (a
         pickle may give read-only ones, say memory-mapped)."""

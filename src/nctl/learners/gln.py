@@ -112,17 +112,9 @@ class GLN(OnlineLearner):
     native_engine = True
 
     def _calls(self):
-        """Learn and predict on this learner's state by its engine, made once per state."""
-        calls = self.__dict__.get("_state_calls")
-        if calls is None or calls.layers is not self.state_:
-            calls = (GLNCalls if self.engine_ == engines.NATIVE else XlaCalls)(self.state_, self.rows,
-                                                                               _positive_labels(self.n_classes))
-            self._state_calls = calls
-        return calls
-
-    def __getstate__(self) -> dict:
-        """Pickling: without the calls bound to the state's arrays (made again when needed)."""
-        return {name: value for name, value in self.__dict__.items() if name != "_state_calls"}
+        """Learn and predict on this learner's state by its engine."""
+        make = GLNCalls if self.engine_ == engines.NATIVE else XlaCalls
+        return self.calls_for(self.state_, lambda layers: make(layers, self.rows, _positive_labels(self.n_classes)))
 
     def _learn(self, X, y, stop):
         calls = self._calls()

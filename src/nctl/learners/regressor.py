@@ -208,18 +208,10 @@ class GLNRegressor(Regressor, OnlineLearner):
         return RegressorState(layers, np.zeros(3, np.float64))
 
     def _calls(self):
-        """Learn and predict on this learner's layers by its engine, made once per state."""
-        calls = self.__dict__.get("_state_calls")
-        if calls is None or calls.layers is not self.state_.layers:
-            native = self.engine_ == engines.NATIVE
-            calls = GaussianGLNCalls(self.state_.layers, self.rows) if native else \
-                XlaCalls(self.state_.layers, self.rows, ONE_NETWORK)
-            self._state_calls = calls
-        return calls
-
-    def __getstate__(self) -> dict:
-        """Pickling: without the calls bound to the state's arrays (made again when needed)."""
-        return {name: value for name, value in self.__dict__.items() if name != "_state_calls"}
+        """Learn and predict on this learner's layers by its engine."""
+        if self.engine_ == engines.NATIVE:
+            return self.calls_for(self.state_.layers, lambda layers: GaussianGLNCalls(layers, self.rows))
+        return self.calls_for(self.state_.layers, lambda layers: XlaCalls(layers, self.rows, ONE_NETWORK))
 
     def _learn(self, X, y, stop):
         """Learns the rows in order (all unless ``stop`` ends it early); returns each learned row's

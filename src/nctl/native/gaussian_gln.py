@@ -24,7 +24,7 @@ class _GaussianNetwork(ctypes.Structure):
 
 def clips(rows) -> _GaussianClips:
     """The Gaussian rows' float32 constants as the JAX engine rounds them (``nctl.core.gaussian``)."""
-    from nctl.core.gaussian import FEATURE_BOUND
+    from nctl.core.gaussian import FEATURE_BOUND  # here: nctl.core imports JAX, which the native engine needs not
 
     return _GaussianClips(np.float32(1.0 / rows.max_variance), np.float32(1.0 / rows.min_variance),
                           np.float32(rows.max_weight), np.float32(rows.max_mean), np.float32(FEATURE_BOUND),

@@ -46,7 +46,7 @@ class _Network(ctypes.Structure):
 
 def clips(rows) -> _Clips:
     """The GGM's float32 clips as the JAX engine rounds them (``nctl.core.rows.GGMRows``, ``mixing``)."""
-    from nctl.core import mixing
+    from nctl.core import mixing  # here: nctl.core imports JAX, which the native engine needs not
 
     return _Clips(np.float32(rows.prob_eps), np.float32(1.0 - rows.prob_eps), np.float32(rows.max_weight),
                   np.float32(mixing.logit_bound(rows.prob_eps)))
