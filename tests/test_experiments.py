@@ -284,6 +284,23 @@ def test_progress_shows_a_step_bar_per_learner_of_a_task_matrix_seed(tmp_path, c
     assert "seed 0 gln" in shown and "/60 " in shown and "step/s" in shown
 
 
+def test_under_an_address_space_limit_a_learning_step_and_a_fork_count_in_full(monkeypatch):
+    """Under ``ulimit -v`` a fork's pool copy (mapped from a file or not) and what a learning step holds
+    beside the state take address space: a learner whose state and journals fit in free memory, but not
+    with those, is refused with one line that names each part."""
+    learner = nctl.NCTL(layer_sizes=(6, 1), reservoir_size=8, depth=8, n_classes=2)
+    state, working = learner.state_bytes(10), learner.working_bytes(10)
+    assert working >= state  # the new arrays of a pool update stand beside the state's
+    monkeypatch.setattr(runners, "available_memory", lambda: int(2 * state + working / 2))
+    monkeypatch.setattr(runners, "rlimit_rooms", lambda: [object()])  # as under ``ulimit -v``
+    refused = r"nctl needs .* GB \(the learner\) and .* GB for its adapt50 forks and .* GB while it learns but"
+    with pytest.raises(MemoryError, match=refused):
+        runners.check_memory("nctl", learner, 10, adapt=True)
+    runners.check_memory("nctl", learner, 10, adapt=False)  # no forks: the state and one step fit
+    monkeypatch.setattr(runners, "rlimit_rooms", lambda: [])  # no limit on address space: pages count as touched
+    runners.check_memory("nctl", learner, 10, adapt=True)
+
+
 def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training(tmp_path, monkeypatch):
     # 240 steps (depth 8) of SMALL_NETWORK, as in test_cli_list_run_report and (180 steps)
     # test_resumable_seed_resumes_at_its_last_task_end_with_the_uninterrupted_result: one learner to compile

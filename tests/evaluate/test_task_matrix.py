@@ -1,3 +1,4 @@
+import weakref
 import numpy as np
 import pytest
 from evaluate_toys import (
@@ -146,3 +147,20 @@ def test_progress_hook_counts_every_trained_step_from_a_resume_point(ones_then_z
     evaluate_task_matrix(RunningMeanLearner(), ones_then_zeros, eval_every=10, checkpoint=SavedAtFirstTaskEnd(),
                          on_progress=lambda trained, total: resumed_reports.append(trained))
     assert resumed_reports[0] == 10 and resumed_reports[-1] == 40
+
+
+def test_adapt50_drops_each_copy_before_making_the_next(ones_then_zeros):
+    """A copy that a fork learned on may hold as much as the learner: two alive at once would double
+    what the evaluation needs. Each copy counts the copies alive when it is made."""
+    alive = weakref.WeakSet()
+    most = []
+
+    class CountedCopies(RunningMeanLearner):
+        def copy(self):
+            most.append(len(alive))
+            twin = super().copy()
+            alive.add(twin)
+            return twin
+
+    evaluate_task_matrix(CountedCopies(), ones_then_zeros)
+    assert len(most) == 6 and max(most) == 0  # 3 evaluations x 2 tasks, each copy gone before the next

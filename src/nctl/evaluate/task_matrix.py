@@ -108,6 +108,13 @@ def adapted(learner: Learner, task: Task, rng: np.random.Generator):
             yield snapshot
 
 
+def _adapted_accuracy(learner: Learner, task: Task, rng: np.random.Generator, X: np.ndarray, y: np.ndarray) -> float:
+    """The accuracy on ``X, y`` of ``learner`` ``adapted`` to ``task``; a fork that is a copy is dropped on
+    return, before the next one is made (a name bound by ``with`` would keep it alive beside the next)."""
+    with adapted(learner, task, rng) as model:
+        return accuracy(model.predict_proba_many(X), y)
+
+
 def _evaluate_all(
     learner: Learner,
     tasks: tuple[Task, ...],
@@ -120,8 +127,7 @@ def _evaluate_all(
     for index, (task, (X, y)) in enumerate(zip(tasks, test_sets)):
         if variant == ADAPT50:
             rng = np.random.default_rng([seed, _ADAPT_STREAM, evaluation, index])
-            with adapted(learner, task, rng) as model:
-                accuracies[index] = accuracy(model.predict_proba_many(X), y)
+            accuracies[index] = _adapted_accuracy(learner, task, rng, X, y)
         else:
             accuracies[index] = accuracy(learner.predict_proba_many(X), y)
     return accuracies

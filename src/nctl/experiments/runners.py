@@ -144,16 +144,22 @@ def _binned(values: np.ndarray, points: int) -> tuple[list, list]:
 
 def check_memory(name: str, learner, n_features: int, adapt: bool) -> None:
     """Refuse, before any training, a learner whose state (and with ``adapt`` what its adapt50 forks
-    hold beside it) does not fit in free memory, rather than be killed hours into a run."""
+    hold beside it) does not fit in free memory, rather than be killed hours into a run. Under a limit
+    on address space (``ulimit -v``, ``ulimit -d``) a fork's pool copy counts in full (a copy in a
+    temporary file is mapped), and so does what a learning step holds beside the state
+    (``working_bytes``), which address space counts whether or not its pages are touched."""
     available = available_memory()
     if available is None or not hasattr(learner, "state_bytes"):
         return
     state = learner.state_bytes(n_features)
     forks = learner.fork_bytes(n_features) if adapt else 0
-    if adapt and rlimit_rooms():  # a fork's pool copy in a temporary file is mapped: address space all the same
-        forks = learner.state_bytes(n_features)
-    if state + forks > available:
+    working = 0
+    if rlimit_rooms():
+        forks = state if adapt else 0
+        working = getattr(learner, "working_bytes", lambda n: 0)(n_features)
+    if state + forks + working > available:
         held = f" and {forks / 1e9:.1f} GB for its adapt50 forks" if adapt else ""
+        held += f" and {working / 1e9:.1f} GB while it learns" if working else ""
         raise MemoryError(
             f"{name} needs {state / 1e9:.1f} GB (the learner){held} but {available / 1e9:.1f} GB is free; "
             "lower network.context_bits or nctl.pool_size, drop the adapt50 variant, or use a machine with "
@@ -176,8 +182,10 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
                      adapt=evaluate.ADAPT50 in exp.variants)
     for name in exp.learners:
         learner = learner_factory(name, exp, stream, seed)()
-        if hasattr(learner, "reserve"):  # a growing state sized once for the stream: never copied to grow
-            learner.reserve(len(stream))
+        if hasattr(learner, "reserve"):  # a growing state sized once for the stream and the adapt50 forks' rows
+            # beyond its end: never copied to grow, and a fork at the last step is a journal, not a copy
+            adapt_rows = evaluate.ADAPT_STEPS if evaluate.ADAPT50 in exp.variants else 0
+            learner.reserve(len(stream) + adapt_rows)
         protocol = dict(eval_every=exp.eval_every, max_test=exp.max_test, seed=seed)
         if name in ("ewc", "online-ewc"):  # told the boundaries; nothing to adapt
             result, seconds = _timed(evaluate_task_matrix_with_boundaries, learner, stream, variants=("frozen",),

@@ -85,6 +85,12 @@ class EngineLearner:
         pool = lambda: self._fresh_state(n_features, self.engine_config(n_features, full=True)).nets.arena.pool_rows
         return self.state_bytes(n_features) - bytes_of(pool)
 
+    def working_bytes(self, n_features: int) -> int:
+        """Bytes a learning step may hold beside the state, at most: at a pool boundary the compiled
+        update's new arrays stand beside the ones they replace until it returns: counted as a copy of
+        the state (the compiler's own memory is counted apart, ``nctl.memory.RUNTIME_ADDRESS_SPACE``)."""
+        return self.state_bytes(n_features)
+
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
         cfg = cfg or self.engine_config(n_features)
         return engine.init(cfg, self.seed, self.depth or 0)
