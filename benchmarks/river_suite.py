@@ -350,8 +350,8 @@ def page(results: dict, link: str) -> str:
              "there, or loads them from its cache); memory is the model's at the end of the stream (river's "
              "`_raw_memory_usage`; for nctl's estimators, the bytes of their learner's state). Log loss is river's: "
              f"probabilities clipped to [{PROBA_CLIP:g}, 1 - {PROBA_CLIP:g}]. Multi-class streams: nctl's "
-             "classifiers with `n_classes` set, river's binary-only classifiers one-vs-rest. Ranks: 1 = best, "
-             "ties share their mean rank.", "",
+             "classifiers with `n_classes` set, river's binary-only classifiers one-vs-rest. Ranks: 1 = best, by "
+             "the results file's numbers (6 significant digits); ties share their mean rank.", "",
              f"Results file: [{Path(link).name}]({link}).", ""]
     for task in TASKS:
         if task in results["tasks"]:
