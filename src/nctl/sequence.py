@@ -107,7 +107,7 @@ class FMN:
         bits = check_bits(bits)
         cfg = self.config(len(bits))
         initial = np.asarray(self.initial_pool, np.float64).reshape(-1, 2)
-        state = engine.init(cfg, self.seed, self.depth or 0, initial)
+        state = jax.device_put(engine.init(cfg, self.seed, self.depth or 0, initial))
         state, _, probs, (evidence, events) = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits,
                                                             _observe)
         p1 = probs[:, 0]

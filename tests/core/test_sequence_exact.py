@@ -223,7 +223,7 @@ def test_a_record_arena_doubled_mid_stream_changes_nothing(monkeypatch):
     small = engine.configure(0, (1,), 0, KTRows(), roomy.pool, roomy.prior, 2, roomy.max_depth, record_rows=48)
     runs = []
     for cfg in (roomy, small):
-        state = engine.init(cfg, 0, 0)
+        state = jax.device_put(engine.init(cfg, 0, 0))
         state, final, probs, _ = engine.learn(state, cfg, np.zeros((len(bits), 0), np.float32), bits)
         runs.append((probs, np.asarray(state.nets.pool.roster), final.record_rows))
     assert runs[1][2] > 48 and runs[1][2] < roomy.record_rows  # it grew, from less than the roomy arena

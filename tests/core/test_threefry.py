@@ -31,6 +31,9 @@ def test_keys_fold_in_split_and_bits_equal_jax(seed):
         assert _same_bits(threefry.split(k, n), jax.random.split(kj, n))
     for shape in SHAPES:
         assert _same_bits(threefry.random_bits(k, shape), jax.random.bits(kj, shape, jnp.uint32))
+    for data in [0, 3]:  # a 64-bit draw: a fresh NCTL state's reservoir seed
+        folded = jax.random.fold_in(kj, data)
+        assert threefry.uint64_bits(threefry.fold_in(k, data)) == np.uint64(jax.random.bits(folded, dtype=jnp.uint64))
 
 
 def test_out_of_range_seed_and_data_are_refused_like_jax():

@@ -74,6 +74,12 @@ def random_bits(key: np.ndarray, shape: tuple) -> np.ndarray:
     return _bits(key, 0, _size(shape)).reshape(shape)
 
 
+def uint64_bits(key: np.ndarray) -> np.uint64:
+    """``jax.random.bits(key, (), uint64)``: the hash of counter 0, its first word the high half."""
+    x0, x1 = _hash_counters(key, 0, 1)
+    return (np.uint64(x0[0]) << np.uint64(32)) | np.uint64(x1[0])
+
+
 def uniform(key: np.ndarray, shape: tuple, low: np.float32, high: np.float32) -> np.ndarray:
     """``jax.random.uniform(key, shape, float32, low, high)``."""
     return _uniform(random_bits(key, shape), low, high)

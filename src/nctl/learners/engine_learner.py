@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from nctl import interrupts, memory
@@ -74,7 +75,7 @@ class EngineLearner:
         cfg = self.engine_config(n_features, full=True)
         if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
             cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
-        return bytes_of(partial(self._fresh_state, n_features, cfg))
+        return bytes_of(partial(self._fresh_state, n_features, cfg, jnp))
 
     def fork_bytes(self, n_features: int) -> int:
         """Bytes a ``fork`` may hold beyond the state, at most: where the tree grows, a copy of the state;
@@ -82,7 +83,7 @@ class EngineLearner:
         file where memory is short)."""
         if self.depth is None:
             return self.state_bytes(n_features)
-        pool = lambda: self._fresh_state(n_features, self.engine_config(n_features, full=True)).nets.arena.pool_rows
+        pool = lambda: self._fresh_state(n_features, self.engine_config(n_features, full=True), jnp).nets.arena.pool_rows
         return self.state_bytes(n_features) - bytes_of(pool)
 
     def working_bytes(self, n_features: int) -> int:
@@ -91,9 +92,10 @@ class EngineLearner:
         the state (the compiler's own memory is counted apart, ``nctl.memory.RUNTIME_ADDRESS_SPACE``)."""
         return self.state_bytes(n_features)
 
-    def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None):
+    def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None, xp=np):
+        """A fresh state as numpy arrays (``xp``: ``jax.numpy``, for its shapes under ``jax.eval_shape``)."""
         cfg = cfg or self.engine_config(n_features)
-        return engine.init(cfg, self.seed, self.depth or 0)
+        return engine.init(cfg, self.seed, self.depth or 0, xp=xp)
 
     def _init_state(self, n_features: int):
         self.cfg_ = self.engine_config(n_features)

@@ -6,7 +6,8 @@ prediction is a probability per class network, or what the row model predicts
 (``rows.prediction_shape``: a Gaussian's mean and precision). What this package exports is the whole
 contract:
 
-* ``configure(...)`` and ``init(cfg, key)``: a fresh state, prepared for step 1;
+* ``configure(...)`` and ``init(cfg, seed)``: a fresh state, prepared for step 1, as numpy arrays (the JAX
+  engine's callers put it on their device, ``jax.device_put``);
 * ``learn(state, cfg, X, Y, observe=None)``: learn the rows in order; returns the (possibly enlarged)
   state and configuration, the pre-update predictions and, per step, ``observe(state, cfg)`` taken
   after the step is learned and before its boundary is processed;

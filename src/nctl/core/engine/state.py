@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import gating, gln, programs, tree
-from nctl.core.pool import member_log_prior, stable_order
+from nctl.core import gating, gln, programs, threefry, tree
+from nctl.core.pool import stable_order
 from nctl.core.reservoir import Reservoir
 from nctl.core.engine.config import EngineConfig
 
@@ -93,84 +93,91 @@ class State(NamedTuple):
 programs.register(State, Net, Slots, Arena, Pool, Reservoir, Records, tree.Schedule)  # the state's types, for programs stored on disk (§6.10)
 
 
-def init(cfg: EngineConfig, seed: int, depth: int = 0, initial_pool: np.ndarray | None = None) -> State:
-    """A fresh state of a learner of seed ``seed``, prepared for step 1; ``initial_pool`` [j, width]
-    pre-fills the pool of every neuron of a one-layer, one-context engine (the sequence predictors' tests).
-    The hyperplanes are drawn in numpy (``gates``), the rest of the state by one compiled program."""
-    return init_state(cfg, jax.random.PRNGKey(seed), depth, initial_pool, gates(cfg, seed))
-
-
-def init_state(cfg: EngineConfig, key, depth: int, initial_pool, layer_gates: tuple) -> State:
-    """``init`` with the hyperplanes ``layer_gates`` (per layer, ``[nets, N_i, s, d]`` and ``[nets, N_i, s]``)."""
-    normals = jnp.concatenate([g.normals for g in layer_gates], axis=1)
-    offsets = jnp.concatenate([g.offsets for g in layer_gates], axis=1)
-    nets = jax.vmap(lambda v, o: _init_net(cfg, v, o, initial_pool))(normals, offsets)
+def init(cfg: EngineConfig, seed: int, depth: int = 0, initial_pool: np.ndarray | None = None, xp=np) -> State:
+    """A fresh state of a learner of seed ``seed``, prepared for step 1, its arrays made by ``xp``: numpy (a
+    state either engine adopts; nothing compiles), or ``jax.numpy`` under ``jax.eval_shape`` (the state's
+    shapes, nothing allocated). The hyperplanes are drawn in numpy (``gates``), the reservoirs' seed is
+    ``jax.random.bits(fold_in(PRNGKey(seed), 0), uint64)`` (``threefry``). ``initial_pool`` [j, width]
+    pre-fills the pool of every neuron of a one-layer, one-context engine (the sequence predictors' tests)."""
+    layer_gates = gates(cfg, seed)
+    normals = np.concatenate([g.normals for g in layer_gates], axis=1)
+    offsets = np.concatenate([g.offsets for g in layer_gates], axis=1)
     S, R, P = cfg.slots, cfg.pool.reservoir_size, cfg.chunk
     records = Records(
-        z=jnp.zeros((cfg.record_rows, cfg.n_features), jnp.float32),
-        y=jnp.zeros(cfg.record_rows, cfg.rows.label_dtype),
-        segment=Reservoir(jnp.full((S, R), -1, jnp.int32), jnp.zeros(S, jnp.int32), jnp.zeros(S, jnp.int32)),
-        free=jnp.arange(P, dtype=jnp.int32),
-        ok=jnp.bool_(True),
+        z=xp.zeros((cfg.record_rows, cfg.n_features), np.float32),
+        y=xp.zeros(cfg.record_rows, cfg.rows.label_dtype),
+        segment=Reservoir(xp.full((S, R), -1, np.int32), xp.zeros(S, np.int32), xp.zeros(S, np.int32)),
+        free=xp.arange(P, dtype=np.int32),
+        ok=xp.asarray(True),
     )
-    seed = jax.random.bits(jax.random.fold_in(key, 0), dtype=jnp.uint64)
-    return State(tree.initial_schedule(S, depth), nets, records, seed)
+    schedule = tree.Schedule(xp.asarray(1, np.int32), xp.asarray(depth, np.int32), xp.asarray(1, np.int32),
+                             xp.zeros(S, np.int32), xp.ones(S, np.int32))
+    reservoir_seed = threefry.uint64_bits(threefry.fold_in(threefry.key(seed), 0))
+    return State(schedule, _fresh_nets(xp, cfg, normals, offsets, initial_pool), records,
+                 xp.asarray(reservoir_seed, np.uint64))
 
 
-# ``init_state`` as one compiled program: op by op it is about a hundred small compilations and tens of
-# milliseconds per call
-init_state = programs.jit(init_state, static_argnums=(0, 2))
-
-
-def _init_net(cfg: EngineConfig, normals, offsets, initial_pool) -> Net:
+def _fresh_nets(xp, cfg: EngineConfig, normals: np.ndarray, offsets: np.ndarray, initial_pool) -> Net:
+    """Every class network's fresh arrays, a leading class-network axis on each (§6.1): nothing trained,
+    nothing stored but ``initial_pool``, every block free."""
     S, k, M, N, C, E = cfg.slots, cfg.pool.capacity, cfg.pool.members, cfg.neurons, cfg.contexts, cfg.entries
-    R, W = cfg.pool.reservoir_size, cfg.pool.lanes
-    pool_rows = [jnp.zeros((s.neurons, C, E, s.width), cfg.rows.dtype) for s in cfg.layers]
-    in_pool = jnp.zeros((E, N), bool)
-    if initial_pool is not None and len(initial_pool):
-        if len(cfg.layers) != 1 or C != 1 or len(initial_pool) > k:
-            raise ValueError("initial_pool needs a one-layer, one-context engine and at most pool_size states")
-        stored = jnp.asarray(initial_pool, cfg.rows.dtype)
-        pool_rows[0] = pool_rows[0].at[:, 0, : stored.shape[0]].set(stored)
-        in_pool = in_pool.at[: stored.shape[0]].set(True)
-    order = jnp.broadcast_to(jnp.arange(E, dtype=jnp.int32)[:, None], (E, N))
-    roster = pool_roster(in_pool, order, k)
-    count = jnp.sum(in_pool, axis=0)
-    zeros_skn = jnp.zeros((S, k, N), jnp.int32)
+    R, W, nets = cfg.pool.reservoir_size, cfg.pool.lanes, cfg.n_nets
+    stored = 0 if initial_pool is None else len(initial_pool)
+    if stored and (len(cfg.layers) != 1 or C != 1 or stored > k):
+        raise ValueError("initial_pool needs a one-layer, one-context engine and at most pool_size states")
+
+    def full(shape: tuple, value, dtype):
+        return xp.full((nets,) + shape, value, dtype)
+
+    def each_net(values: np.ndarray, shape: tuple):  # the same values [shape's trailing axes] in every slot and net
+        return xp.array(xp.broadcast_to(xp.asarray(values), (nets,) + shape))
+
+    pool_rows = [full((s.neurons, C, E, s.width), 0, cfg.rows.dtype) for s in cfg.layers]
+    if stored:  # a one-layer, one-context engine: small, built in numpy
+        rows = np.zeros((nets, N, 1, E, cfg.layers[0].width), cfg.rows.dtype)
+        rows[:, :, 0, :stored] = np.asarray(initial_pool, cfg.rows.dtype)
+        pool_rows[0] = xp.asarray(rows)
+    members, entries = np.arange(M), np.arange(E)
+    # the mixture prior of pool.member_log_prior over ``stored`` copies: each 1/(2 stored), the fresh model 1/2
+    # (1 with an empty pool)
+    prior = np.where(members < stored, -np.log(2.0 * max(stored, 1)), -np.inf)
+    prior[k] = np.log(0.5) if stored else 0.0
+    roster = np.where(np.arange(k) < stored, np.arange(k), -1).astype(np.int32)  # pool order is entry order
     bounded = cfg.pool.bounded
     return Net(
-        gates=gating.Gates(normals, offsets),
+        gates=gating.Gates(xp.asarray(normals), xp.asarray(offsets)),
         slots=Slots(
-            loglik=jnp.zeros((S, M, N), jnp.float64),
-            logprior=jnp.broadcast_to(member_log_prior(count, k), (S, M, N)),
-            source=jnp.broadcast_to(roster, (S, k, N)),
-            detached=jnp.zeros((S, k, N), bool),
-            lineage=Reservoir(jnp.full((S, k, N, R), -1, jnp.int32), zeros_skn, zeros_skn),
-            log_b=jnp.zeros((S, len(cfg.prior), N), jnp.float64),
-            block_of=jnp.full((S, N, C), -1, jnp.int32),
-            lanes=jnp.full((S, N, W), -1, jnp.int32) if bounded else None,
-            lane_since=jnp.zeros((S, N, W), jnp.int32) if bounded else None,
+            loglik=full((S, M, N), 0, np.float64),
+            logprior=each_net(prior[:, None], (S, M, N)),
+            source=each_net(roster[:, None], (S, k, N)),
+            detached=full((S, k, N), False, bool),
+            lineage=Reservoir(full((S, k, N, R), -1, np.int32), full((S, k, N), 0, np.int32),
+                              full((S, k, N), 0, np.int32)),
+            log_b=full((S, len(cfg.prior), N), 0, np.float64),
+            block_of=full((S, N, C), -1, np.int32),
+            lanes=full((S, N, W), -1, np.int32) if bounded else None,
+            lane_since=full((S, N, W), 0, np.int32) if bounded else None,
         ),
         arena=Arena(
             pool_rows=tuple(pool_rows),
-            blocks=tuple(jnp.zeros((s.blocks, W, s.width), cfg.rows.dtype) for s in cfg.layers),
-            stamps=tuple(jnp.full((s.blocks, W), -1, jnp.int32) for s in cfg.layers) if bounded else None,
-            free=tuple(jnp.arange(0 if s.fixed else s.blocks, dtype=jnp.int32)[::-1] for s in cfg.layers),
-            n_free=jnp.array([0 if s.fixed else s.blocks for s in cfg.layers], jnp.int32),
+            blocks=tuple(full((s.blocks, W, s.width), 0, cfg.rows.dtype) for s in cfg.layers),
+            stamps=tuple(full((s.blocks, W), -1, np.int32) for s in cfg.layers) if bounded else None,
+            free=tuple(each_net(np.arange(0 if s.fixed else s.blocks, dtype=np.int32)[::-1], (0 if s.fixed else s.blocks,))
+                       for s in cfg.layers),
+            n_free=each_net(np.array([0 if s.fixed else s.blocks for s in cfg.layers], np.int32), (len(cfg.layers),)),
         ),
         pool=Pool(
-            in_pool=in_pool,
-            age=jnp.zeros((E, N), jnp.int32),
-            order=order,
-            born=jnp.zeros((E, N), jnp.int32),
-            lineage=Reservoir(jnp.full((E, N, R), -1, jnp.int32), jnp.zeros((E, N), jnp.int32),
-                              jnp.zeros((E, N), jnp.int32)),
-            roster=roster,
-            next_order=jnp.full(N, E, jnp.int32),
-            events=jnp.zeros((N, 4), jnp.int32),
+            in_pool=each_net((entries < stored)[:, None], (E, N)),
+            age=full((E, N), 0, np.int32),
+            order=each_net(entries.astype(np.int32)[:, None], (E, N)),
+            born=full((E, N), 0, np.int32),
+            lineage=Reservoir(full((E, N, R), -1, np.int32), full((E, N), 0, np.int32), full((E, N), 0, np.int32)),
+            roster=each_net(roster[:, None], (k, N)),
+            next_order=full((N,), E, np.int32),
+            events=full((N, 4), 0, np.int32),
         ),
-        hidden=jnp.zeros((cfg.record_rows, cfg.hidden_width), jnp.float32),
-        record_contexts=jnp.zeros((cfg.record_rows, N), cfg.context_dtype),
+        hidden=full((cfg.record_rows, cfg.hidden_width), 0, np.float32),
+        record_contexts=full((cfg.record_rows, N), 0, cfg.context_dtype),
     )
 
 
