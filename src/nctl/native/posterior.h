@@ -1,0 +1,108 @@
+// The mixtures of a step (docs/algorithm.md §3.3, §3.6, §4.1), as nctl/core/engine/posterior.py and
+// nctl/core/tree.py compute them: the member posterior of each live slot, the posterior of the tree
+// levels, and the PTW weight of a node that completes.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "nctl_state.h"
+
+namespace nctl {
+
+// log sum exp as jax.nn.logsumexp takes it: the largest term (0 where it is not finite) taken out.
+inline double LogSumExp(const double* x, int64_t n, int64_t stride = 1) {
+  double top = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, x[i * stride]);
+  if (!std::isfinite(top)) top = 0.0;
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += std::exp(x[i * stride] - top);
+  return std::log(total) + top;
+}
+
+// Member posterior of one node (logits [M] at stride `stride`, float64): alpha [M] = softmax in float32 from
+// one exponential pass of the float32 differences to the largest; returns log sum exp (the node's log
+// evidence R), the float32 total's log added to the float64 largest (mixture_posterior).
+inline double NodePosterior(const double* logits, int64_t M, int64_t stride, float* alpha) {
+  double top = -INFINITY;
+  for (int64_t m = 0; m < M; ++m) top = std::max(top, logits[m * stride]);
+  float total = 0.0f;
+  for (int64_t m = 0; m < M; ++m) total += (alpha[m] = std::exp(static_cast<float>(logits[m * stride] - top)));
+  for (int64_t m = 0; m < M; ++m) alpha[m] = alpha[m] / total;
+  return top + static_cast<double>(std::log(total));
+}
+
+// The canonical slot of every tree level: the deepest live slot whose level is at most it.
+inline void CanonicalSlots(const NctlEngine& e, int32_t size, int32_t* canon) {
+  for (int64_t j = 0; j < e.slots; ++j) {
+    int32_t count = 0;
+    for (int64_t p = 0; p < size; ++p) count += e.level[p] <= j;
+    canon[j] = count - 1;
+  }
+}
+
+// The member posteriors of the live slots of network g: alpha [S, M, N] (float32) and log R [S, N].
+inline void MemberPosteriors(const NctlEngine& e, int64_t g, int32_t size, float* alpha, double* log_r) {
+  const int64_t S = e.slots, M = e.members, N = e.neurons;
+  std::vector<double> logits(M);
+  std::vector<float> a(M);
+  for (int64_t s = 0; s < size; ++s)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t at = (g * S + s) * M * N + n;
+      for (int64_t m = 0; m < M; ++m) logits[m] = e.logprior[at + m * N] + e.loglik[at + m * N];
+      log_r[s * N + n] = NodePosterior(logits.data(), M, 1, a.data());
+      for (int64_t m = 0; m < M; ++m) alpha[(s * M + m) * N + n] = a[m];
+    }
+}
+
+// The level prior Lambda_j with the split probability mixed over the grid (§3.3, §3.6), for the levels
+// j < S of one neuron: log_b at stride A N (level) and N (grid point).
+inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int32_t depth, double* prior) {
+  const int64_t S = e.slots, A = e.grid;
+  std::vector<double> lam(A);
+  std::vector<double> before(A, 0.0);
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t a = 0; a < A; ++a) {
+      lam[a] = j <= depth ? before[a] + (j < depth ? e.log_stop[a] : 0.0) : -INFINITY;
+      before[a] += e.log_split[a] + log_b[(j * A + a) * N];
+    }
+    prior[j] = LogSumExp(lam.data(), A) - std::log(static_cast<double>(A));
+  }
+}
+
+// The posterior mass of each live slot (§3.3): pi_j = softmax_j(Lambda_j + R_canon(j)) summed per slot;
+// mass [S, N] (zero beyond the live slots).
+inline void SlotMass(const NctlEngine& e, int64_t g, const double* log_r, const int32_t* canon, double* mass) {
+  const int64_t S = e.slots, N = e.neurons, A = e.grid;
+  const int32_t depth = *e.depth;
+  std::vector<double> prior(S), logits(S);
+  std::fill(mass, mass + S * N, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    LevelPrior(e, e.log_b + g * S * A * N + n, N, depth, prior.data());
+    double top = -INFINITY;
+    for (int64_t j = 0; j < S; ++j) top = std::max(top, logits[j] = prior[j] + log_r[canon[j] * N + n]);
+    double total = 0.0;
+    for (int64_t j = 0; j < S; ++j) total += (logits[j] = std::exp(logits[j] - top));
+    for (int64_t j = 0; j < S; ++j) mass[canon[j] * N + n] += logits[j] / total;
+  }
+}
+
+// W_c of the node at level c that completes, per grid point (tree.node_log_weight): log_b at stride A N
+// (level) of one neuron and grid point a, log_r [S] per level.
+inline double NodeLogWeight(const NctlEngine& e, const double* log_b, int64_t N, const double* log_r, int32_t depth,
+                            int32_t c, int64_t a) {
+  const int64_t S = e.slots, A = e.grid;
+  std::vector<double> value(S);
+  double path = 0.0;
+  for (int64_t l = 0; l < S; ++l) {
+    const bool inside = l >= c && l <= depth;
+    const double own = l < depth ? e.log_stop[a] + log_r[l] : log_r[l];
+    value[l] = inside ? path + own : -INFINITY;
+    path += inside && l < depth ? e.log_split[a] + log_b[(l * A + a) * N] : 0.0;
+  }
+  return LogSumExp(value.data(), S);
+}
+
+}  // namespace nctl
