@@ -11,10 +11,12 @@ from functools import partial
 import jax
 import numpy as np
 
-from nctl import interrupts, memory
+from nctl import engines, interrupts, memory
 from nctl.core import engine, tree
 from nctl.core.pool import PoolConfig
 from nctl.learners.base import bytes_of
+from nctl.native import nctl as native_nctl
+from nctl.native.state import host_arrays
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 POOL_COPY_SHARE = 0.5  # a fork's copy of the pool entries stays in host memory while it takes at most this share
@@ -118,8 +120,12 @@ class EngineLearner:
                 needed = self.state_bytes(self.n_features_, n_steps=wanted)
                 memory.check_fits(what, needed, self._memory_remedy)
                 with interrupts.held() as stop, memory.allocation(what, needed, self._memory_remedy):
-                    state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
-                    self.state_, self.cfg_ = jax.block_until_ready(state), cfg
+                    if self.engine_ == engines.NATIVE:
+                        self.state_, self.cfg_ = native_nctl.enlarge(self.state_, self.cfg_,
+                                                                     self.cfg_._replace(arena_depth=grown))
+                    else:
+                        state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
+                        self.state_, self.cfg_ = jax.block_until_ready(state), cfg
                 interrupts.raise_if_asked(stop, f"reserve interrupted after it reserved {wanted} steps")
         self._reserved_steps = wanted
 
@@ -143,12 +149,25 @@ class EngineLearner:
         return self._outputs(probs), observations
 
     def _run(self, X, y, observe, stop):
-        """Learn the rows (all unless ``stop`` ends it early, ``engine.learn``); returns the predictions and
-        observations of the rows learned."""
-        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe, stop)
+        """Learn the rows (all unless ``stop`` ends it early, ``engine.learn``, or the native engine's
+        ``nctl.native.nctl.learn``); returns the predictions and observations of the rows learned. The native
+        engine takes no observations: a native learner asked for them learns those rows on JAX (the same
+        state layout, so the state goes there and back)."""
+        if self.engine_ == engines.NATIVE and observe is None:
+            self._state, self._cfg, probs = native_nctl.learn(self._native_calls, self._state, self._cfg, X, y, stop)
+            return probs, None
+        state = jax.device_put(self._state) if self.engine_ == engines.NATIVE else self._state
+        state, self._cfg, probs, observations = engine.learn(state, self._cfg, X, y, observe, stop)
+        self._state = host_arrays(state) if self.engine_ == engines.NATIVE else state
         return probs, observations
 
+    def _native_calls(self, state, cfg) -> native_nctl.NCTLCalls:
+        """The native engine's calls on ``state`` of ``cfg`` (made again when the state is other arrays)."""
+        return self.calls_for(state, lambda state: native_nctl.NCTLCalls(state, cfg))
+
     def _learn_then_predict(self, X, y, x, stop):
+        if self.engine_ == engines.NATIVE:
+            return super()._learn_then_predict(X, y, x, stop)
         self.state_, self.cfg_, probs, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x, stop)
         return len(probs), p
 
@@ -162,8 +181,9 @@ class EngineLearner:
         take more than ``POOL_COPY_SHARE`` of the free memory."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
+        journaled = len(X) and self.engine_ == engines.JAX  # the native engine's forks are copies for now
         kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
-                              pool=self._pool_file_of_state()) if len(X) else None
+                              pool=self._pool_file_of_state()) if journaled else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
@@ -200,6 +220,8 @@ class EngineLearner:
         return free is not None and pool > POOL_COPY_SHARE * free
 
     def _predict(self, X):
+        if self.engine_ == engines.NATIVE:
+            return self._native_calls(self._state, self._cfg).predict(X)
         return engine.predict(self.state_, self.cfg_, X)
 
     # -- looking inside

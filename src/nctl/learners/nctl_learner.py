@@ -107,6 +107,12 @@ class NCTL(EngineLearner, OnlineLearner):
         return cls(**{**TABULAR, **overrides})
 
     @property
+    def native_engine(self) -> bool:
+        """Whether the native engine may run this learner (``nctl.engines`` chooses): exact mode does;
+        bounded mode (``trained_members``, §5.3) runs on JAX for now (docs/algorithm.md §6.12)."""
+        return self.trained_members is None
+
+    @property
     def rows(self) -> GGMRows:
         """The row model of every neuron: GGM rows with this learner's settings (§1.3)."""
         return GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)

@@ -270,19 +270,21 @@ class Boundary {
   void Restart() {
     const int64_t S = e_.slots, M = e_.members, N = e_.neurons, A = e_.grid, k = e_.capacity;
     std::vector<float> alpha(M);
-    std::vector<double> logits(M), log_r(S * N), per_level(S), w_c(A);
+    std::vector<double> logits(M), log_r(S * N, 0.0), per_level(S), w_c(A);
     std::vector<int32_t> canon(S);
-    for (int64_t s = 0; s < old_.size; ++s)
-      for (int64_t n = 0; n < N; ++n) {
-        const int64_t at = (g_ * S + s) * M * N + n;
-        for (int64_t m = 0; m < M; ++m) logits[m] = e_.logprior[at + m * N] + e_.loglik[at + m * N];
-        log_r[s * N + n] = nctl::NodePosterior(logits.data(), M, 1, alpha.data());
-      }
+    std::vector<char> needed(S, 0);  // the slots of the levels completed .. depth, which W_c reads
     for (int64_t j = 0; j < S; ++j) {
       int32_t count = 0;
       for (int64_t p = 0; p < old_.size; ++p) count += old_.level[p] <= j;
       canon[j] = count - 1;
+      if (j >= adv_.completed && j <= old_.depth) needed[canon[j]] = 1;
     }
+    for (int64_t s = 0; s < old_.size; ++s)
+      for (int64_t n = 0; n < N && needed[s]; ++n) {
+        const int64_t at = (g_ * S + s) * M * N + n;
+        for (int64_t m = 0; m < M; ++m) logits[m] = e_.logprior[at + m * N] + e_.loglik[at + m * N];
+        log_r[s * N + n] = nctl::NodePosterior(logits.data(), M, 1, alpha.data());
+      }
     const int32_t i = adv_.closing - 1;
     for (int64_t n = 0; n < N; ++n) {
       double* log_b = e_.log_b + g_ * S * A * N + n;

@@ -16,7 +16,7 @@ import numpy as np
 
 from nctl import engines
 
-MAX_LAYERS, MAX_GRID = 8, 64  # nctl_state.h's kMaxLayers, kMaxGrid
+MAX_LAYERS, MAX_GRID, MAX_SLOTS = 8, 64, 64  # nctl_state.h's kMaxLayers, kMaxGrid, posterior.h's kMaxSlots
 
 
 def supports(cfg) -> bool:
@@ -25,7 +25,7 @@ def supports(cfg) -> bool:
     from nctl.core.rows import GGMRows  # here: nctl.core imports JAX
 
     return (isinstance(cfg.rows, GGMRows) and not cfg.pool.bounded and len(cfg.layers) <= MAX_LAYERS
-            and len(cfg.prior) <= MAX_GRID)
+            and len(cfg.prior) <= MAX_GRID and cfg.slots <= MAX_SLOTS)
 
 
 class _Layer(ctypes.Structure):

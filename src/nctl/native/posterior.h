@@ -12,13 +12,26 @@
 
 namespace nctl {
 
-// log sum exp as jax.nn.logsumexp takes it: the largest term (0 where it is not finite) taken out.
+// A scratch vector of at least n items, one per type and thread, kept between calls (no allocation per step).
+template <typename T>
+std::vector<T>& Buffer(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer;
+}
+
+constexpr int64_t kMaxSlots = 64;  // tree levels a state may have (a stream of 2^63 steps)
+
+// log sum exp as jax.nn.logsumexp takes it: the largest term (0 where it is not finite) taken out. A term
+// of -inf adds exp(-inf) = 0, and one term is itself: neither is computed.
 inline double LogSumExp(const double* x, int64_t n, int64_t stride = 1) {
+  if (n == 1) return x[0];
   double top = -INFINITY;
   for (int64_t i = 0; i < n; ++i) top = std::max(top, x[i * stride]);
   if (!std::isfinite(top)) top = 0.0;
   double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) total += std::exp(x[i * stride] - top);
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i * stride] != -INFINITY) total += std::exp(x[i * stride] - top);
   return std::log(total) + top;
 }
 
@@ -46,8 +59,8 @@ inline void CanonicalSlots(const NctlEngine& e, int32_t size, int32_t* canon) {
 // The member posteriors of the live slots of network g: alpha [S, M, N] (float32) and log R [S, N].
 inline void MemberPosteriors(const NctlEngine& e, int64_t g, int32_t size, float* alpha, double* log_r) {
   const int64_t S = e.slots, M = e.members, N = e.neurons;
-  std::vector<double> logits(M);
-  std::vector<float> a(M);
+  std::vector<double>& logits = Buffer<double>(M);
+  std::vector<float>& a = Buffer<float>(M);
   for (int64_t s = 0; s < size; ++s)
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (g * S + s) * M * N + n;
@@ -61,14 +74,14 @@ inline void MemberPosteriors(const NctlEngine& e, int64_t g, int32_t size, float
 // j < S of one neuron: log_b at stride A N (level) and N (grid point).
 inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int32_t depth, double* prior) {
   const int64_t S = e.slots, A = e.grid;
-  std::vector<double> lam(A);
-  std::vector<double> before(A, 0.0);
+  double lam[kMaxGrid], before[kMaxGrid];
+  std::fill_n(before, A, 0.0);
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t a = 0; a < A; ++a) {
       lam[a] = j <= depth ? before[a] + (j < depth ? e.log_stop[a] : 0.0) : -INFINITY;
       before[a] += e.log_split[a] + log_b[(j * A + a) * N];
     }
-    prior[j] = LogSumExp(lam.data(), A) - std::log(static_cast<double>(A));
+    prior[j] = LogSumExp(lam, A) - std::log(static_cast<double>(A));
   }
 }
 
@@ -77,15 +90,17 @@ inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int3
 inline void SlotMass(const NctlEngine& e, int64_t g, const double* log_r, const int32_t* canon, double* mass) {
   const int64_t S = e.slots, N = e.neurons, A = e.grid;
   const int32_t depth = *e.depth;
-  std::vector<double> prior(S), logits(S);
+  double prior[kMaxSlots], logits[kMaxSlots];
   std::fill(mass, mass + S * N, 0.0);
+  // levels below the depth have prior -inf: their exp(-inf) = 0 adds nothing
+  const int64_t levels = std::min<int64_t>(S, depth + 1);
   for (int64_t n = 0; n < N; ++n) {
-    LevelPrior(e, e.log_b + g * S * A * N + n, N, depth, prior.data());
+    LevelPrior(e, e.log_b + g * S * A * N + n, N, depth, prior);
     double top = -INFINITY;
-    for (int64_t j = 0; j < S; ++j) top = std::max(top, logits[j] = prior[j] + log_r[canon[j] * N + n]);
+    for (int64_t j = 0; j < levels; ++j) top = std::max(top, logits[j] = prior[j] + log_r[canon[j] * N + n]);
     double total = 0.0;
-    for (int64_t j = 0; j < S; ++j) total += (logits[j] = std::exp(logits[j] - top));
-    for (int64_t j = 0; j < S; ++j) mass[canon[j] * N + n] += logits[j] / total;
+    for (int64_t j = 0; j < levels; ++j) total += (logits[j] = std::exp(logits[j] - top));
+    for (int64_t j = 0; j < levels; ++j) mass[canon[j] * N + n] += logits[j] / total;
   }
 }
 
@@ -94,7 +109,7 @@ inline void SlotMass(const NctlEngine& e, int64_t g, const double* log_r, const 
 inline double NodeLogWeight(const NctlEngine& e, const double* log_b, int64_t N, const double* log_r, int32_t depth,
                             int32_t c, int64_t a) {
   const int64_t S = e.slots, A = e.grid;
-  std::vector<double> value(S);
+  double value[kMaxSlots];
   double path = 0.0;
   for (int64_t l = 0; l < S; ++l) {
     const bool inside = l >= c && l <= depth;
@@ -102,7 +117,7 @@ inline double NodeLogWeight(const NctlEngine& e, const double* log_b, int64_t N,
     value[l] = inside ? path + own : -INFINITY;
     path += inside && l < depth ? e.log_split[a] + log_b[(l * A + a) * N] : 0.0;
   }
-  return LogSumExp(value.data(), S);
+  return LogSumExp(value, S);
 }
 
 }  // namespace nctl
