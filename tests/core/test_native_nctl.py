@@ -161,3 +161,47 @@ def test_native_nctl_matches_the_literal_network(case):
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
     assert_same_events(native.pool_events(), events_end, f"after {STEPS} steps")
+
+
+def test_the_river_path_learns_what_learn_many_learns(monkeypatch):
+    """``predict_proba_one`` then ``learn_one`` of the same row (the river path) on the native engine: learning
+    takes the prediction's kept forward pass (nctl.cc), and the state and outputs are those of ``learn_many``
+    bit for bit."""
+    monkeypatch.setenv("NCTL_ENGINE", "native")
+    X, y = drifting_stream(300, 8, 3)
+    one, many = nctl.NCTL.tabular(n_classes=3), nctl.NCTL.tabular(n_classes=3)
+    want = many.learn_many(X, y)
+    got = []
+    for x, label in zip(X, y):
+        got.append(one.predict_proba_one(x))
+        one.learn_one(x, label)
+    assert one.engine_ == many.engine_ == "native"
+    np.testing.assert_array_equal(np.array(got[1:]), want[1:])
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(many.state_)))
+
+
+@pytest.mark.parametrize("saved_by, loaded_by", [("native", "jax"), ("jax", "native")])
+def test_a_save_of_one_engine_continues_in_the_other(saved_by, loaded_by, monkeypatch, tmp_path):
+    """One state layout and one save format: a learner saved by one engine loads in the other and goes on
+    learning as the saving engine would (predictions within PREDICTION_BOUND, the same pool events)."""
+    X, y = drifting_stream(400, 8, 2)
+    monkeypatch.setenv("NCTL_ENGINE", saved_by)
+    learner = nctl.NCTL.tabular()
+    learner.learn_many(X[:200], y[:200])
+    learner.save(tmp_path / "model.npz")
+    monkeypatch.setenv("NCTL_ENGINE", loaded_by)
+    loaded = nctl.learners.load(tmp_path / "model.npz")
+    assert (learner.engine_, loaded.engine_) == (saved_by, loaded_by)
+    np.testing.assert_allclose(loaded.learn_many(X[200:], y[200:]), learner.learn_many(X[200:], y[200:]), rtol=0,
+                               atol=PREDICTION_BOUND)
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.pool_events()[0], learner.pool_events()[0]))
+
+
+def test_bounded_mode_runs_on_jax(monkeypatch):
+    """The one place that decides (``NCTL.native_engine``): exact NCTL runs on the native engine where it is
+    chosen, bounded mode (§5.3) on JAX."""
+    monkeypatch.setenv("NCTL_ENGINE", "native")
+    X, y = drifting_stream(10, 3, 2)
+    exact, bounded = nctl.NCTL(**TINY), nctl.NCTL(**TINY, pool_size=2, trained_members=1)
+    exact.learn_many(X, y), bounded.learn_many(X, y)
+    assert (exact.engine_, bounded.engine_) == ("native", "jax")

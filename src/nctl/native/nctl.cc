@@ -82,111 +82,153 @@ Clips RowClips(const NctlEngine& e) { return {e.low, e.high, e.max_weight, e.fea
 
 namespace {
 
-// -- one step (step.py): the forward pass of class network g, and when learning every row's update
+// -- one step (step.py): every network's forward pass, then when learning every trained row's update
 
-struct Scratch {
-  std::vector<float> alpha, q, u, next_u, hidden;
+// One network's forward pass of one row: what learning that row reads back (§4.2, §6.2).
+struct Pass {
+  std::vector<float> q;  // [S, M, N] every live member's prediction
+  std::vector<float> inputs;  // every layer's inputs u, one after the other
+  std::vector<float> hidden;  // [H] the inputs of layers 2..L without the bias (the record)
+  std::vector<int32_t> contexts;  // [N]
+  double output;
+};
+
+// What a call works in: the networks' passes, and scratch, sized once per state (kept between calls). The
+// passes of the last one-row prediction are kept: learning that row next, with nothing learned in
+// between, takes them instead of computing them again (the same numbers; `kept_row` says which row).
+struct Work {
+  std::vector<Pass> passes;
+  std::vector<float> alpha, u, kept_row;
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
-  std::vector<double> log_r, mass, logq, p;
-  std::vector<int32_t> canon, contexts;
+  std::vector<double> log_r, mass, p, logq;
+  std::vector<int32_t> canon;
   std::vector<char> stale;
+  bool kept = false;
 
-  explicit Scratch(const NctlEngine& e) {
+  explicit Work(const NctlEngine& e) {
     const int64_t S = e.slots, M = e.members, N = e.neurons;
-    int64_t widest = e.features + 1;
-    for (int64_t i = 0; i < e.n_layers; ++i) widest = std::max(widest, e.layer[i].width);
-    alpha.resize(S * M * N), q.resize(M), u.resize(widest), next_u.resize(widest);
-    for (int64_t i = 0; i < e.n_layers; ++i) fresh.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
-    hidden.resize(e.hidden_width), log_r.resize(S * N), mass.resize(S * N), logq.resize(S * M * N), p.resize(N);
-    canon.resize(S), contexts.resize(N), stale.resize(S * N);
+    int64_t widest = e.features + 1, inputs = 0;
+    for (int64_t i = 0; i < e.n_layers; ++i) {
+      widest = std::max(widest, e.layer[i].width);
+      inputs += e.layer[i].width;
+      fresh.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
+    }
+    passes.resize(e.nets);
+    for (Pass& pass : passes) {
+      pass.q.resize(S * M * N), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
+      pass.contexts.resize(N);
+    }
+    alpha.resize(S * M * N), u.resize(widest), kept_row.resize(e.features);
+    log_r.resize(S * N), mass.resize(S * N), p.resize(N), logq.resize(S * M * N), canon.resize(S), stale.resize(S * N);
   }
 };
 
 // log q(x) in float64 of a float32 prediction q that x = 1.
 double LogLikelihood(float q, bool x) { return std::log(x ? static_cast<double>(q) : 1.0 - static_cast<double>(q)); }
 
-// Network g's output for row z (its pre-update prediction); where `learn`, every trained row learns
-// x = [label == positive] and each live member's log q(x) is added to its segment's (§4.2, §6.2).
-double Forward(const NctlEngine& e, int64_t g, const float* z, bool learn, bool x, Scratch& w) {
-  const int64_t S = e.slots, M = e.members, N = e.neurons, d = e.features, s_bits = e.bits;
+// Network g's forward pass of row z into `pass` (the state unchanged): the posteriors, every layer's
+// members' predictions from their rows (a block's, or the source's where the block is not there yet), the
+// neurons' outputs mixed from them and the next layer's inputs (forward, learn=False).
+void Predict(const NctlEngine& e, int64_t g, const float* z, Pass& pass, Work& w) {
+  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits;
   const int32_t size = *e.size;
   const Clips clips = RowClips(e);
   nctl::MemberPosteriors(e, g, size, w.alpha.data(), w.log_r.data());
   nctl::CanonicalSlots(e, size, w.canon.data());
   nctl::SlotMass(e, g, w.log_r.data(), w.canon.data(), w.mass.data());
   for (int64_t n = 0; n < N; ++n)
-    w.contexts[n] = static_cast<int32_t>(
+    pass.contexts[n] = static_cast<int32_t>(
         nctl::Context(e.normals + (g * N + n) * s_bits * d, e.offsets + (g * N + n) * s_bits, z, s_bits, d));
-  nctl::FeatureLogits(z, d, clips, w.u.data());
-  int64_t hidden_at = 0;
-  double output = 0.5;
+  float* u = pass.inputs.data();
+  nctl::FeatureLogits(z, d, clips, u);
+  float* hidden = pass.hidden.data();
   for (int64_t i = 0; i < e.n_layers; ++i) {
     const NctlLayer& layer = e.layer[i];
     const int64_t K = layer.width;
-    if (i > 0) {
-      std::copy(w.u.begin(), w.u.begin() + K - 1, w.hidden.begin() + hidden_at);
-      hidden_at += K - 1;
-    }
-    // blocks for the live (slot, neuron) items new to their context, slot by slot (allocate's order)
-    for (int64_t s = 0; s < size; ++s)
-      for (int64_t n = 0; n < layer.neurons; ++n) {
-        int32_t& block = BlockOf(e, g, s, layer.offset + n)[w.contexts[layer.offset + n]];
-        w.stale[s * N + n] = block < 0;
-        if (learn && block < 0) block = NewBlock(e, i, g, s, n, w.contexts[layer.offset + n]);
-      }
+    if (i > 0) hidden = std::copy(u, u + K - 1, hidden);
     for (int64_t n = 0; n < layer.neurons; ++n) {
-      const int64_t column = layer.offset + n, c = w.contexts[column];
+      const int64_t column = layer.offset + n, c = pass.contexts[column];
       double p = 0.0;
       for (int64_t s = 0; s < size; ++s) {
         const int32_t block = BlockOf(e, g, s, column)[c];
         float nu = 0.0f;
         for (int64_t m = 0; m < M; ++m) {
-          const float* row = w.stale[s * N + n] ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data())
-                                                : BlockRow(e, layer, g, block, m);
-          const float q = nctl::Predict(row, w.u.data(), K, clips);
+          const float* row = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data())
+                                       : BlockRow(e, layer, g, block, m);
+          const float q = nctl::Predict(row, u, K, clips);
+          pass.q[(s * M + m) * N + column] = q;
           nu += w.alpha[(s * M + m) * N + column] * q;
-          if (learn) {
-            float* trained = BlockRow(e, layer, g, block, m);
-            if (trained != row) std::memcpy(trained, row, K * sizeof(float));
-            nctl::Learn(trained, w.u.data(), K, q, x ? 1.0f : 0.0f, e.learning_rate, clips);
-            w.logq[(s * M + m) * N + column] = LogLikelihood(q, x);
-          }
         }
         p += w.mass[s * N + column] * static_cast<double>(nu);
       }
       w.p[n] = p;
     }
     // the next layer's inputs: logit(clip(p)) in float64, rounded to float32, then the bias (input_logits)
-    for (int64_t n = 0; n < layer.neurons; ++n) {
-      const double p = std::min(std::max(w.p[n], e.prob_eps), 1.0 - e.prob_eps);
-      w.next_u[n] = static_cast<float>(std::log(p) - std::log1p(-p));
+    float* next = u + K;
+    if (i + 1 < e.n_layers) {
+      for (int64_t n = 0; n < layer.neurons; ++n) {
+        const double p = std::min(std::max(w.p[n], e.prob_eps), 1.0 - e.prob_eps);
+        next[n] = static_cast<float>(std::log(p) - std::log1p(-p));
+      }
+      next[layer.neurons] = 1.0f;
     }
-    w.next_u[layer.neurons] = 1.0f;
-    std::swap(w.u, w.next_u);
-    output = w.p[0];
+    u = next;
+    pass.output = w.p[0];
   }
-  if (learn)
-    for (int64_t s = 0; s < size; ++s)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) e.loglik[((g * S + s) * M + m) * N + n] += w.logq[(s * M + m) * N + n];
-  return output;
 }
 
-// Store step t's inputs, label, hidden inputs and contexts, and offer it to every live slot's reservoir
-// (_record).
-void Record(const NctlEngine& e, int64_t g, const Scratch& w) {
+// Network g learns x from its forward pass `pass` of this step: every live (slot, neuron) gets its block at
+// the step's context (allocate), every member's row its step (from its source where the block is new), and
+// every member's log q(x) is added to its segment's (§1.3, §4.2, §6.2).
+void Train(const NctlEngine& e, int64_t g, const Pass& pass, bool x, Work& w) {
+  const int64_t S = e.slots, M = e.members, N = e.neurons;
+  const int32_t size = *e.size;
+  const Clips clips = RowClips(e);
+  const float* u = pass.inputs.data();
+  for (int64_t i = 0; i < e.n_layers; ++i) {
+    const NctlLayer& layer = e.layer[i];
+    const int64_t K = layer.width;
+    for (int64_t s = 0; s < size; ++s)  // slot by slot, as allocate orders the new blocks
+      for (int64_t n = 0; n < layer.neurons; ++n) {
+        int32_t& block = BlockOf(e, g, s, layer.offset + n)[pass.contexts[layer.offset + n]];
+        w.stale[s * N + n] = block < 0;
+        if (block < 0) block = NewBlock(e, i, g, s, n, pass.contexts[layer.offset + n]);
+      }
+    for (int64_t n = 0; n < layer.neurons; ++n) {
+      const int64_t column = layer.offset + n, c = pass.contexts[column];
+      for (int64_t s = 0; s < size; ++s) {
+        const int32_t block = BlockOf(e, g, s, column)[c];
+        for (int64_t m = 0; m < M; ++m) {
+          float* trained = BlockRow(e, layer, g, block, m);
+          if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
+          const float q = pass.q[(s * M + m) * N + column];
+          nctl::Learn(trained, u, K, q, x ? 1.0f : 0.0f, e.learning_rate, clips);
+          w.logq[(s * M + m) * N + column] = LogLikelihood(q, x);
+        }
+      }
+    }
+    u += K;
+  }
+  for (int64_t s = 0; s < size; ++s)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) e.loglik[((g * S + s) * M + m) * N + n] += w.logq[(s * M + m) * N + n];
+}
+
+// Store step t's hidden inputs and contexts of network g (_record).
+void Record(const NctlEngine& e, int64_t g, const Pass& pass) {
   const int32_t t = *e.t;
   const int32_t row = e.free_records[(t - 1) % e.chunk];
-  std::copy(w.hidden.begin(), w.hidden.end(), e.hidden + (g * e.record_rows + row) * e.hidden_width);
+  std::copy(pass.hidden.begin(), pass.hidden.end(), e.hidden + (g * e.record_rows + row) * e.hidden_width);
   for (int64_t n = 0; n < e.neurons; ++n) {
     const int64_t at = (g * e.record_rows + row) * e.neurons + n;
     if (e.context_bytes == 2)
-      static_cast<int16_t*>(e.record_contexts)[at] = static_cast<int16_t>(w.contexts[n]);
+      static_cast<int16_t*>(e.record_contexts)[at] = static_cast<int16_t>(pass.contexts[n]);
     else
-      static_cast<int32_t*>(e.record_contexts)[at] = w.contexts[n];
+      static_cast<int32_t*>(e.record_contexts)[at] = pass.contexts[n];
   }
 }
 
+// Store step t's inputs and label, and offer it to every live slot's reservoir (_record).
 void RecordShared(const NctlEngine& e, const float* z, int32_t label) {
   const int32_t t = *e.t;
   const int32_t row = e.free_records[(t - 1) % e.chunk];
@@ -646,22 +688,32 @@ void AdvanceState(const NctlEngine& e, bool pool_update) {
 
 extern "C" {
 
+// The work of calls on a state of engine `engine` (its sizes): made once per state, freed with it.
+void* nctl_nctl_work(const NctlEngine* engine) { return new Work(*engine); }
+
+void nctl_nctl_free_work(void* work) { delete static_cast<Work*>(work); }
+
 // Learn rows Z [n, d] with labels Y [n] in order, each step followed by its boundary, until a boundary that
 // updates the pool is processed (its record rows then reserved) or the tree would outgrow max_depth.
 // predictions [n, nets] (float64) receives each row's pre-update prediction. Returns the rows learned;
 // status[0] = 1 where the last of them ended at a pool boundary, status[1] = the record rows no reservoir
 // holds after it.
-int64_t nctl_nctl_learn(const NctlEngine* engine, const float* Z, const int32_t* Y, int64_t n, double* predictions,
-                        int64_t* status) {
+int64_t nctl_nctl_learn(const NctlEngine* engine, void* work, const float* Z, const int32_t* Y, int64_t n,
+                        double* predictions, int64_t* status) {
   const NctlEngine& e = *engine;
-  Scratch scratch(e);
+  Work& w = *static_cast<Work*>(work);
+  const bool kept = n > 0 && w.kept && std::memcmp(Z, w.kept_row.data(), e.features * sizeof(float)) == 0;
+  w.kept = false;
   status[0] = 0, status[1] = 0;
   for (int64_t r = 0; r < n; ++r) {
     if (*e.t >= (int64_t{1} << e.max_depth)) return r;
     const float* z = Z + r * e.features;
     for (int64_t g = 0; g < e.nets; ++g) {
-      predictions[r * e.nets + g] = Forward(e, g, z, true, Y[r] == e.positive[g], scratch);
-      Record(e, g, scratch);
+      Pass& pass = w.passes[g];
+      if (!(kept && r == 0)) Predict(e, g, z, pass, w);
+      predictions[r * e.nets + g] = pass.output;
+      Train(e, g, pass, Y[r] == e.positive[g], w);
+      Record(e, g, pass);
     }
     RecordShared(e, z, Y[r]);
     const bool due = *e.t % e.chunk == 0;
@@ -674,12 +726,18 @@ int64_t nctl_nctl_learn(const NctlEngine* engine, const float* Z, const int32_t*
   return n;
 }
 
-// Frozen predictions [n, nets] (float64) of the next step for rows Z [n, d]; the state does not change.
-void nctl_nctl_predict(const NctlEngine* engine, const float* Z, int64_t n, double* predictions) {
+// Frozen predictions [n, nets] (float64) of the next step for rows Z [n, d]; the state does not change. The
+// passes of a single row are kept.
+void nctl_nctl_predict(const NctlEngine* engine, void* work, const float* Z, int64_t n, double* predictions) {
   const NctlEngine& e = *engine;
-  Scratch scratch(e);
+  Work& w = *static_cast<Work*>(work);
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t g = 0; g < e.nets; ++g) predictions[r * e.nets + g] = Forward(e, g, Z + r * e.features, false, false, scratch);
+    for (int64_t g = 0; g < e.nets; ++g) {
+      Predict(e, g, Z + r * e.features, w.passes[g], w);
+      predictions[r * e.nets + g] = w.passes[g].output;
+    }
+  w.kept = n == 1;
+  if (w.kept) std::copy(Z, Z + e.features, w.kept_row.begin());
 }
 
 }  // extern "C"

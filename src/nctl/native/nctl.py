@@ -123,35 +123,44 @@ class NCTLCalls:
         self._out = np.zeros((1, cfg.n_nets), np.float64)
         self._learn, self._predict = library.nctl_nctl_learn, library.nctl_nctl_predict
         self._learn.restype, self._predict.restype = ctypes.c_int64, None
-        self._learn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
-        self._predict.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
-        self._addresses = (ctypes.addressof(engine), self._row.ctypes.data, self._label.ctypes.data,
+        self._learn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
+        self._predict.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+        make, self._free = library.nctl_nctl_work, library.nctl_nctl_free_work
+        make.restype, make.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+        self._free.restype, self._free.argtypes = None, [ctypes.c_void_p]
+        # the C++ work of the calls (nctl.cc's Work): scratch, and the last one-row prediction's passes
+        self._work = make(ctypes.addressof(engine))
+        self._addresses = (ctypes.addressof(engine), self._work, self._row.ctypes.data, self._label.ctypes.data,
                            self._out.ctypes.data, self._status.ctypes.data)
+
+    def __del__(self):
+        if getattr(self, "_work", None):
+            self._free(self._work)
 
     def learn(self, Z: np.ndarray, Y: np.ndarray):
         """Learn the rows ``Z`` [n, d], labels ``Y`` [n], in order, up to and including the first whose
         boundary updates the pool, and not past ``2^max_depth`` steps. Returns ``(predictions [done, nets]
         float64, done, whether the last row's boundary updated the pool)``."""
-        engine, row, label, out, status = self._addresses
+        engine, work, row, label, out, status = self._addresses
         if len(Z) == 1:
             self._row[0], self._label[0] = Z[0], Y[0]
-            done = self._learn(engine, row, label, 1, out, status)
+            done = self._learn(engine, work, row, label, 1, out, status)
             return self._out[:done].copy(), done, bool(self._status[0])
         Z, Y = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(Y, np.int32)
         predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
-        done = self._learn(engine, Z.ctypes.data, Y.ctypes.data, len(Z), predictions.ctypes.data, status)
+        done = self._learn(engine, work, Z.ctypes.data, Y.ctypes.data, len(Z), predictions.ctypes.data, status)
         return predictions[:done], done, bool(self._status[0])
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen predictions [n, nets] (float64) of the next step for the rows ``Z`` [n, d]."""
-        engine, row, _, out, _ = self._addresses
+        engine, work, row, _, out, _ = self._addresses
         if len(Z) == 1:
             self._row[0] = Z[0]
-            self._predict(engine, row, 1, out)
+            self._predict(engine, work, row, 1, out)
             return self._out.copy()
         Z = np.ascontiguousarray(Z, np.float32)
         predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
-        self._predict(engine, Z.ctypes.data, len(Z), predictions.ctypes.data)
+        self._predict(engine, work, Z.ctypes.data, len(Z), predictions.ctypes.data)
         return predictions
 
 
