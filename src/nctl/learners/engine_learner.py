@@ -178,12 +178,16 @@ class EngineLearner:
         what its rows touch, not a copy of the learner; where a journal cannot serve (the rows would
         deepen the tree or enlarge a block arena), the fork is a copy. A journal's copy of the pool
         entries (where a pool boundary falls among the rows) goes to a temporary file where it would
-        take more than ``POOL_COPY_SHARE`` of the free memory."""
+        take more than ``POOL_COPY_SHARE`` of the free memory. On the native engine the learner learns the
+        rows too, and is put back from a copy of its arrays taken first (no journal yet)."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
-        journaled = len(X) and self.engine_ == engines.JAX  # the native engine's forks are copies for now
-        kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
-                              pool=self._pool_file_of_state()) if journaled else None
+        native = self.engine_ == engines.NATIVE
+        if native:
+            kept = host_arrays(self._state) if len(X) else None
+        else:
+            kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
+                                  pool=self._pool_file_of_state()) if len(X) else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
@@ -198,8 +202,8 @@ class EngineLearner:
         finally:
             with interrupts.held():  # the undo hands the state over too; whatever interrupted was raised already
                 self._forked = False
-                self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
-            if kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # kept for the next fork from here
+                self._state, self._cfg, self.t_ = kept if native else engine.undo(self._state, kept), cfg, t
+            if not native and kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # for the next fork
                 self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self._state.nets.arena.pool_rows)
 
     def _pool_file_of_state(self):
