@@ -98,7 +98,8 @@ struct Pass {
 // between, takes them instead of computing them again (the same numbers; `kept_row` says which row).
 struct Work {
   std::vector<Pass> passes;
-  std::vector<float> alpha, u, kept_row;
+  std::vector<float> alpha, u, kept_row, q;
+  std::vector<const float*> rows;  // a node's members' rows
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
   std::vector<double> log_r, mass, p, logq;
   std::vector<int32_t> canon;
@@ -118,7 +119,7 @@ struct Work {
       pass.q.resize(S * M * N), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
       pass.contexts.resize(N);
     }
-    alpha.resize(S * M * N), u.resize(widest), kept_row.resize(e.features);
+    alpha.resize(S * M * N), u.resize(widest), kept_row.resize(e.features), q.resize(M), rows.resize(M);
     log_r.resize(S * N), mass.resize(S * N), p.resize(N), logq.resize(S * M * N), canon.resize(S), stale.resize(S * N);
   }
 };
@@ -151,13 +152,13 @@ void Predict(const NctlEngine& e, int64_t g, const float* z, Pass& pass, Work& w
       double p = 0.0;
       for (int64_t s = 0; s < size; ++s) {
         const int32_t block = BlockOf(e, g, s, column)[c];
+        for (int64_t m = 0; m < M; ++m)
+          w.rows[m] = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()) : BlockRow(e, layer, g, block, m);
+        nctl::PredictMany(w.rows.data(), M, u, K, clips, w.q.data());
         float nu = 0.0f;
         for (int64_t m = 0; m < M; ++m) {
-          const float* row = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data())
-                                       : BlockRow(e, layer, g, block, m);
-          const float q = nctl::Predict(row, u, K, clips);
-          pass.q[(s * M + m) * N + column] = q;
-          nu += w.alpha[(s * M + m) * N + column] * q;
+          pass.q[(s * M + m) * N + column] = w.q[m];
+          nu += w.alpha[(s * M + m) * N + column] * w.q[m];
         }
         p += w.mass[s * N + column] * static_cast<double>(nu);
       }
@@ -471,8 +472,8 @@ class Boundary {
       const int32_t c = RecordContext(e_, g_, id, column);
       RecordInputs(e_, g_, i, id, u_.data());
       const bool x = Target(id);
-      for (int64_t j = 0; j < k; ++j)
-        stored[r * k + j] = Likelihood(EntryRow(e_, layer, g_, n, c, std::max(roster[j], 0)), u_.data(), K, clips_, x);
+      for (int64_t j = 0; j < k; ++j)  // (an entry out of the pool counts for nothing: not computed)
+        stored[r * k + j] = alive[j] ? Likelihood(EntryRow(e_, layer, g_, n, c, roster[j]), u_.data(), K, clips_, x) : 0.5;
       for (int64_t m = 0; m < members; ++m) {
         const bool on = m == 0 || pending.valid[(m - 1) * N + column];
         const int64_t from_slot = m == 0 ? slot : pending.slot[m - 1];
