@@ -279,11 +279,8 @@ struct Pending {
         n(X * N, 0), seen(X * N, 0), born(X * N, 0), order(X * N, 0) {}
 };
 
-// q(x) in float64 of the row at `row` on the record's inputs u.
-double Likelihood(const float* row, const float* u, int64_t K, const Clips& clips, bool x) {
-  const double q = nctl::Predict(row, u, K, clips);
-  return x ? q : 1.0 - q;
-}
+// q(x) in float64 of a float32 prediction q that x = 1.
+double Likelihood(float q, bool x) { return x ? static_cast<double>(q) : 1.0 - static_cast<double>(q); }
 
 class Boundary {
  public:
@@ -443,9 +440,12 @@ class Boundary {
       const int64_t id = std::max(carried[r], 0);
       const int32_t c = RecordContext(e_, g_, id, column);
       RecordInputs(e_, g_, i, id, u_.data());
-      const bool x = Target(id);
-      new_ll += std::log(Likelihood(MemberRow(e_, layer, g_, slot, winner, n, c, fresh_[i].data()), u_.data(), K, clips_, x));
-      old_ll += std::log(Likelihood(EntryRow(e_, layer, g_, n, c, parent), u_.data(), K, clips_, x));
+      const float* rows[2] = {MemberRow(e_, layer, g_, slot, winner, n, c, fresh_[i].data()),
+                              EntryRow(e_, layer, g_, n, c, parent)};
+      float q[2];
+      nctl::PredictTogether<2>(rows, u_.data(), K, clips_, q);
+      new_ll += std::log(Likelihood(q[0], Target(id)));
+      old_ll += std::log(Likelihood(q[1], Target(id)));
     }
     return nctl::Beats(new_ll, old_ll, e_.refine_threshold, e_.tie_tolerance);
   }
@@ -466,22 +466,29 @@ class Boundary {
       alive[j] = roster[j] >= 0 && in_pool_[roster[j] * N + column];
     }
     const int64_t members = 1 + q;  // the winner, then the pending states
-    std::vector<double> stored(R * k), scored(R * members);
+    // the entries in the pool and the members that hold a state, on the records the segment used (the others
+    // count for nothing: not computed), all of a record's rows predicted together
+    std::vector<double> stored(R * k, 0.5), scored(R * members, 0.5);
+    std::vector<const float*> rows(k + members);
+    std::vector<double*> into(k + members);
+    std::vector<float> predicted(k + members);
     for (int64_t r = 0; r < R; ++r) {
+      if (!used[r]) continue;
       const int64_t id = std::max(segment[r], 0);
       const int32_t c = RecordContext(e_, g_, id, column);
       RecordInputs(e_, g_, i, id, u_.data());
-      const bool x = Target(id);
-      for (int64_t j = 0; j < k; ++j)  // (an entry out of the pool counts for nothing: not computed)
-        stored[r * k + j] = alive[j] ? Likelihood(EntryRow(e_, layer, g_, n, c, roster[j]), u_.data(), K, clips_, x) : 0.5;
+      int64_t count = 0;
+      for (int64_t j = 0; j < k; ++j)
+        if (alive[j]) rows[count] = EntryRow(e_, layer, g_, n, c, roster[j]), into[count++] = &stored[r * k + j];
       for (int64_t m = 0; m < members; ++m) {
-        const bool on = m == 0 || pending.valid[(m - 1) * N + column];
+        if (m > 0 && !pending.valid[(m - 1) * N + column]) continue;
         const int64_t from_slot = m == 0 ? slot : pending.slot[m - 1];
         const int32_t member = m == 0 ? winner : pending.winner[(m - 1) * N + column];
-        scored[r * members + m] =
-            on ? Likelihood(MemberRow(e_, layer, g_, from_slot, member, n, c, fresh_[i].data()), u_.data(), K, clips_, x)
-               : 0.5;
+        rows[count] = MemberRow(e_, layer, g_, from_slot, member, n, c, fresh_[i].data());
+        into[count++] = &scored[r * members + m];
       }
+      nctl::PredictMany(rows.data(), count, u_.data(), K, clips_, predicted.data());
+      for (int64_t j = 0; j < count; ++j) *into[j] = Likelihood(predicted[j], Target(id));
     }
     nctl::Evidence evidence(used.get(), R, e_.joint_evidence);
     evidence.Add(stored.data(), k, alive.get(), k);
