@@ -19,13 +19,10 @@ from nctl import engines
 MAX_LAYERS, MAX_GRID, MAX_SLOTS = 8, 64, 64  # nctl_state.h's kMaxLayers, kMaxGrid, posterior.h's kMaxSlots
 
 
-def supports(cfg) -> bool:
-    """Whether the native engine runs the engine ``cfg`` (``nctl.core.engine.EngineConfig``): GGM rows in exact
-    mode (bounded mode and the other row models run on JAX for now)."""
-    from nctl.core.rows import GGMRows  # here: nctl.core imports JAX
-
-    return (isinstance(cfg.rows, GGMRows) and not cfg.pool.bounded and len(cfg.layers) <= MAX_LAYERS
-            and len(cfg.prior) <= MAX_GRID and cfg.slots <= MAX_SLOTS)
+def supports(n_layers: int, grid: int, bounded: bool) -> bool:
+    """Whether the native engine runs NCTL (GGM rows) of ``n_layers`` layers with a grid of ``grid`` split
+    probabilities, in bounded mode (§5.3) or not: exact mode only, for now."""
+    return not bounded and n_layers <= MAX_LAYERS and grid <= MAX_GRID
 
 
 class _Layer(ctypes.Structure):
@@ -71,8 +68,10 @@ class NCTLCalls:
 
     def __init__(self, state, cfg):
         from nctl.core import mixing, pool  # here: nctl.core imports JAX
+        from nctl.core.rows import GGMRows
 
-        if not supports(cfg):
+        if not (isinstance(cfg.rows, GGMRows) and supports(len(cfg.layers), len(cfg.prior), cfg.pool.bounded)
+                and cfg.slots <= MAX_SLOTS):
             raise ValueError("the native engine runs NCTL with GGM rows in exact mode only")
         library = engines.native_library()
         self.layers, self.cfg = state, cfg
