@@ -78,10 +78,6 @@ int32_t NewBlock(const NctlEngine& e, int64_t i, int64_t g, int64_t slot, int64_
 
 Clips RowClips(const NctlEngine& e) { return {e.low, e.high, e.max_weight, e.feature_bound}; }
 
-}  // namespace
-
-namespace {
-
 // -- one step (step.py): every network's forward pass, then when learning every trained row's update
 
 // One network's forward pass of one row: what learning that row reads back (§4.2, §6.2).
@@ -98,7 +94,7 @@ struct Pass {
 // between, takes them instead of computing them again (the same numbers; `kept_row` says which row).
 struct Work {
   std::vector<Pass> passes;
-  std::vector<float> alpha, u, kept_row, q;
+  std::vector<float> alpha, kept_row, q;
   std::vector<const float*> rows;  // a node's members' rows
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
   std::vector<double> log_r, mass, p, logq;
@@ -108,9 +104,8 @@ struct Work {
 
   explicit Work(const NctlEngine& e) {
     const int64_t S = e.slots, M = e.members, N = e.neurons;
-    int64_t widest = e.features + 1, inputs = 0;
+    int64_t inputs = 0;
     for (int64_t i = 0; i < e.n_layers; ++i) {
-      widest = std::max(widest, e.layer[i].width);
       inputs += e.layer[i].width;
       fresh.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
     }
@@ -119,7 +114,7 @@ struct Work {
       pass.q.resize(S * M * N), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
       pass.contexts.resize(N);
     }
-    alpha.resize(S * M * N), u.resize(widest), kept_row.resize(e.features), q.resize(M), rows.resize(M);
+    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M), rows.resize(M);
     log_r.resize(S * N), mass.resize(S * N), p.resize(N), logq.resize(S * M * N), canon.resize(S), stale.resize(S * N);
   }
 };
@@ -135,7 +130,7 @@ void Predict(const NctlEngine& e, int64_t g, const float* z, Pass& pass, Work& w
   const int32_t size = *e.size;
   const Clips clips = RowClips(e);
   nctl::MemberPosteriors(e, g, size, w.alpha.data(), w.log_r.data());
-  nctl::CanonicalSlots(e, size, w.canon.data());
+  nctl::CanonicalSlots(e.level, size, e.slots, w.canon.data());
   nctl::SlotMass(e, g, w.log_r.data(), w.canon.data(), w.mass.data());
   for (int64_t n = 0; n < N; ++n)
     pass.contexts[n] = static_cast<int32_t>(
@@ -271,11 +266,10 @@ void RecordInputs(const NctlEngine& e, int64_t g, int64_t i, int64_t id, float* 
 
 // What one close's decisions read (decisions.Close) and the states stored at the boundary so far.
 struct Pending {
-  int64_t X, N, R;
   std::vector<char> valid;  // [X, N]
   std::vector<int32_t> slot, winner, source, ids, n, seen, born, order;  // slot [X]; ids [X, N, R]; others [X, N]
   Pending(int64_t X, int64_t N, int64_t R)
-      : X(X), N(N), R(R), valid(X * N, 0), slot(X, 0), winner(X * N, 0), source(X * N, -1), ids(X * N * R, -1),
+      : valid(X * N, 0), slot(X, 0), winner(X * N, 0), source(X * N, -1), ids(X * N * R, -1),
         n(X * N, 0), seen(X * N, 0), born(X * N, 0), order(X * N, 0) {}
 };
 
@@ -313,12 +307,8 @@ class Boundary {
     std::vector<double> logits(M), log_r(S * N, 0.0), per_level(S), w_c(A);
     std::vector<int32_t> canon(S);
     std::vector<char> needed(S, 0);  // the slots of the levels completed .. depth, which W_c reads
-    for (int64_t j = 0; j < S; ++j) {
-      int32_t count = 0;
-      for (int64_t p = 0; p < old_.size; ++p) count += old_.level[p] <= j;
-      canon[j] = count - 1;
-      if (j >= adv_.completed && j <= old_.depth) needed[canon[j]] = 1;
-    }
+    nctl::CanonicalSlots(old_.level.data(), old_.size, S, canon.data());
+    for (int64_t j = adv_.completed; j <= old_.depth && j < S; ++j) needed[canon[j]] = 1;
     for (int64_t s = 0; s < old_.size; ++s)
       for (int64_t n = 0; n < N && needed[s]; ++n) {
         const int64_t at = (g_ * S + s) * M * N + n;

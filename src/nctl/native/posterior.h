@@ -47,11 +47,12 @@ inline double NodePosterior(const double* logits, int64_t M, int64_t stride, flo
   return top + static_cast<double>(std::log(total));
 }
 
-// The canonical slot of every tree level: the deepest live slot whose level is at most it.
-inline void CanonicalSlots(const NctlEngine& e, int32_t size, int32_t* canon) {
-  for (int64_t j = 0; j < e.slots; ++j) {
+// The canonical slot of each of the S tree levels: the deepest of the `size` live slots (levels `level`)
+// whose level is at most it.
+inline void CanonicalSlots(const int32_t* level, int32_t size, int64_t S, int32_t* canon) {
+  for (int64_t j = 0; j < S; ++j) {
     int32_t count = 0;
-    for (int64_t p = 0; p < size; ++p) count += e.level[p] <= j;
+    for (int64_t p = 0; p < size; ++p) count += level[p] <= j;
     canon[j] = count - 1;
   }
 }
