@@ -149,16 +149,17 @@ class EngineLearner:
         return self._outputs(probs), observations
 
     def _run(self, X, y, observe, stop):
-        """Learn the rows (all unless ``stop`` ends it early, ``engine.learn``, or the native engine's
-        ``nctl.native.nctl.learn``); returns the predictions and observations of the rows learned. The native
-        engine takes no observations: a native learner asked for them learns those rows on JAX (the same
-        state layout, so the state goes there and back)."""
+        """Learn the rows (all unless ``stop`` ends it early: ``engine.learn``, or the native engine's
+        ``nctl.native.nctl.learn`` and ``learn_observed``); returns the predictions and observations of the
+        rows learned."""
         if self.engine_ == engines.NATIVE and observe is None:
             self._state, self._cfg, probs = native_nctl.learn(self._native_calls, self._state, self._cfg, X, y, stop)
             return probs, None
-        state = jax.device_put(self._state) if self.engine_ == engines.NATIVE else self._state
-        state, self._cfg, probs, observations = engine.learn(state, self._cfg, X, y, observe, stop)
-        self._state = host_arrays(state) if self.engine_ == engines.NATIVE else state
+        if self.engine_ == engines.NATIVE:
+            self._state, self._cfg, probs, observations = native_nctl.learn_observed(
+                self._native_calls, self._state, self._cfg, X, y, observe, stop)
+            return probs, observations
+        self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe, stop)
         return probs, observations
 
     def _native_calls(self, state, cfg) -> native_nctl.NCTLCalls:

@@ -374,7 +374,11 @@ class Boundary {
     const int32_t* segment = e_.segment_ids + slot * R;
     const int32_t segment_n = e_.segment_n[slot], segment_seen = e_.segment_seen[slot];
     const uint64_t key = nctl::EventKey(*e_.key, nctl::kMergeTag, old_.start[slot], now_);
-    std::vector<int32_t> carried(R), positions(R);
+    std::vector<int32_t> carried(R);
+    // a merge's positions depend only on the carried reservoir's n and seen (the segment's reservoir and the
+    // key are the close's): neurons whose lineages were stored together share them, drawn once
+    std::vector<std::pair<int32_t, int32_t>> merged_from;  // (n, seen) of each merge drawn
+    std::vector<int32_t> merged_positions, merged_count;  // its positions [R] and n
     for (int64_t n = 0; n < N; ++n) {
       const int32_t winner = nctl::SelectWinner(e_.loglik + nodes + n, e_.logprior + nodes + n, M, N, e_.tie_tolerance);
       const bool stored = winner < k;
@@ -401,8 +405,15 @@ class Boundary {
       const bool skipped = nonempty && !refined && Skips(n, slot, winner, q, pending);
       const int action = refined ? nctl::kRefine : (skipped ? nctl::kSkip : nctl::kAdd);
       // the stored state's lineage: the carried one merged with the segment's reservoir
-      const int32_t merged_n = nctl::Merge(carried_n, carried_seen, segment_n, segment_seen, static_cast<int32_t>(R), key,
-                                           positions.data());
+      const auto drawn = std::find(merged_from.begin(), merged_from.end(), std::make_pair(carried_n, carried_seen));
+      const int64_t j = drawn - merged_from.begin();
+      if (drawn == merged_from.end()) {
+        merged_from.emplace_back(carried_n, carried_seen);
+        merged_positions.resize((j + 1) * R);
+        merged_count.push_back(nctl::Merge(carried_n, carried_seen, segment_n, segment_seen, static_cast<int32_t>(R), key,
+                                           merged_positions.data() + j * R));
+      }
+      const int32_t merged_n = merged_count[j], *positions = merged_positions.data() + j * R;
       int32_t* merged = pending.ids.data() + (q * N + n) * R;
       for (int64_t r = 0; r < R; ++r) {
         const int32_t at = positions[r];
@@ -682,6 +693,27 @@ void AdvanceState(const NctlEngine& e, bool pool_update) {
   e.segment_n[adv.kept] = 0, e.segment_seen[adv.kept] = 0;
 }
 
+// One row's step of every network (from the kept passes where `kept`) and its record, its boundary not
+// processed: predictions [nets] receives the pre-update predictions.
+void StepRow(const NctlEngine& e, Work& w, const float* z, int32_t label, bool kept, double* predictions) {
+  for (int64_t g = 0; g < e.nets; ++g) {
+    Pass& pass = w.passes[g];
+    if (!kept) Predict(e, g, z, pass, w);
+    predictions[g] = pass.output;
+    Train(e, g, pass, label == e.positive[g], w);
+    Record(e, g, pass);
+  }
+  RecordShared(e, z, label);
+}
+
+// The boundary of the next step; where it updates the pool (t = 0 mod P), the record rows of the next P
+// steps are reserved then, status[0] = 1 and status[1] = the record rows no reservoir holds.
+void ProcessBoundary(const NctlEngine& e, int64_t* status) {
+  const bool due = *e.t % e.chunk == 0;
+  AdvanceState(e, due);
+  status[0] = due, status[1] = due ? ReserveRecords(e) : 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -692,10 +724,8 @@ void* nctl_nctl_work(const NctlEngine* engine) { return new Work(*engine); }
 void nctl_nctl_free_work(void* work) { delete static_cast<Work*>(work); }
 
 // Learn rows Z [n, d] with labels Y [n] in order, each step followed by its boundary, until a boundary that
-// updates the pool is processed (its record rows then reserved) or the tree would outgrow max_depth.
-// predictions [n, nets] (float64) receives each row's pre-update prediction. Returns the rows learned;
-// status[0] = 1 where the last of them ended at a pool boundary, status[1] = the record rows no reservoir
-// holds after it.
+// updates the pool is processed (status as ProcessBoundary's) or the tree would outgrow max_depth.
+// predictions [n, nets] (float64) receives each row's pre-update prediction. Returns the rows learned.
 int64_t nctl_nctl_learn(const NctlEngine* engine, void* work, const float* Z, const int32_t* Y, int64_t n,
                         double* predictions, int64_t* status) {
   const NctlEngine& e = *engine;
@@ -705,24 +735,24 @@ int64_t nctl_nctl_learn(const NctlEngine* engine, void* work, const float* Z, co
   status[0] = 0, status[1] = 0;
   for (int64_t r = 0; r < n; ++r) {
     if (*e.t >= (int64_t{1} << e.max_depth)) return r;
-    const float* z = Z + r * e.features;
-    for (int64_t g = 0; g < e.nets; ++g) {
-      Pass& pass = w.passes[g];
-      if (!(kept && r == 0)) Predict(e, g, z, pass, w);
-      predictions[r * e.nets + g] = pass.output;
-      Train(e, g, pass, Y[r] == e.positive[g], w);
-      Record(e, g, pass);
-    }
-    RecordShared(e, z, Y[r]);
-    const bool due = *e.t % e.chunk == 0;
-    AdvanceState(e, due);
-    if (due) {
-      status[0] = 1, status[1] = ReserveRecords(e);
-      return r + 1;
-    }
+    StepRow(e, w, Z + r * e.features, Y[r], kept && r == 0, predictions + r * e.nets);
+    ProcessBoundary(e, status);
+    if (status[0]) return r + 1;
   }
   return n;
 }
+
+// One row's step (z [d], label y) with its boundary left unprocessed, for a caller that looks at the state
+// in between (nctl_nctl_boundary processes it); predictions [nets]. The tree must have room for the step.
+void nctl_nctl_step(const NctlEngine* engine, void* work, const float* z, int32_t y, double* predictions) {
+  Work& w = *static_cast<Work*>(work);
+  const bool kept = w.kept && std::memcmp(z, w.kept_row.data(), engine->features * sizeof(float)) == 0;
+  w.kept = false;
+  StepRow(*engine, w, z, y, kept, predictions);
+}
+
+// The boundary after nctl_nctl_step (status as ProcessBoundary's).
+void nctl_nctl_boundary(const NctlEngine* engine, int64_t* status) { ProcessBoundary(*engine, status); }
 
 // Frozen predictions [n, nets] (float64) of the next step for rows Z [n, d]; the state does not change. The
 // passes of a single row are kept.

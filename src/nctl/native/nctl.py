@@ -124,6 +124,10 @@ class NCTLCalls:
         self._learn.restype, self._predict.restype = ctypes.c_int64, None
         self._learn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
         self._predict.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
+        self._step, self._boundary = library.nctl_nctl_step, library.nctl_nctl_boundary
+        self._step.restype = self._boundary.restype = None
+        self._step.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int32, ctypes.c_void_p]
+        self._boundary.argtypes = [ctypes.c_void_p] * 2
         make, self._free = library.nctl_nctl_work, library.nctl_nctl_free_work
         make.restype, make.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
         self._free.restype, self._free.argtypes = None, [ctypes.c_void_p]
@@ -149,6 +153,20 @@ class NCTLCalls:
         predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
         done = self._learn(engine, work, Z.ctypes.data, Y.ctypes.data, len(Z), predictions.ctypes.data, status)
         return predictions[:done], done, bool(self._status[0])
+
+    def step(self, z: np.ndarray, y) -> np.ndarray:
+        """Learn the row ``z`` [d] with label ``y`` and leave its boundary to ``boundary``: the pre-update
+        predictions [nets] (float64). The tree must have room for the step (``2^max_depth`` steps)."""
+        engine, work, row, _, out, _ = self._addresses
+        self._row[0] = z
+        self._step(engine, work, row, int(y), out)
+        return self._out[0].copy()
+
+    def boundary(self) -> bool:
+        """Process the boundary after ``step``; whether it updated the pool (and reserved the records)."""
+        engine, *_, status = self._addresses
+        self._boundary(engine, status)
+        return bool(self._status[0])
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen predictions [n, nets] (float64) of the next step for the rows ``Z`` [n, d]."""
@@ -184,8 +202,40 @@ def learn(calls_for, state, cfg, X, Y, stop=None):
             state, cfg = enlarge(state, cfg, doubled_records(cfg, t))
         elif not due and done < n:  # the tree outgrew max_depth
             state, cfg = enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
-    probs = np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets))
+    probs = probs[0] if len(probs) == 1 else np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets))
     return state, cfg, probs
+
+
+def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
+    """``learn`` one row at a time, with ``observe(state, cfg)`` (a module-level JAX function, compiled once
+    per configuration) taken after each step is learned and before its boundary is processed, as
+    ``nctl.core.engine.learn`` takes it. Returns ``(state, cfg, predictions [done, nets], observations
+    stacked per step)``."""
+    import jax
+
+    from nctl.core.engine import pad_to_grown
+    from nctl.core.engine.ahead import doubled_records
+    from nctl.core.engine.config import arenas_outgrown, lean_arena_depth
+
+    observed = jax.jit(observe, static_argnums=1)
+    probs, observations = [], []
+    t = int(state.schedule.t)
+    for z, y in zip(X, Y):
+        if stop is not None and stop.asked:
+            break
+        if cfg.arena_depth < cfg.max_depth and arenas_outgrown(cfg, t):
+            state, cfg = enlarge(state, cfg, cfg._replace(arena_depth=lean_arena_depth(cfg, t)))
+        if t >= 2**cfg.max_depth:  # the tree outgrows max_depth
+            state, cfg = enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
+        calls = calls_for(state, cfg)
+        probs.append(calls.step(z, y))
+        observations.append(jax.tree.map(lambda o: np.asarray(o)[None], observed(state, cfg)))
+        t += 1
+        if calls.boundary() and not state.records.ok:
+            state, cfg = enlarge(state, cfg, doubled_records(cfg, t))
+    if not probs:
+        return state, cfg, np.zeros((0, cfg.n_nets)), None
+    return state, cfg, np.array(probs), jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations)
 
 
 def enlarge(state, cfg, wanted):
