@@ -7,7 +7,7 @@ JSON with the CPU named.
     python benchmarks/per_row.py [--rows 5000] [--warm 500] [--features 8] [--learners GLN NCTL]
                                  [--engines native jax]
 
-The native engine runs the GLN only for now; a learner it does not run is measured on JAX alone.
+The native engine runs the GLN and NCTL (exact mode); a learner it does not run is measured on JAX alone.
 """
 
 import argparse

@@ -146,6 +146,7 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     its first row, across both."""
     from nctl.core import engine
 
+    monkeypatch.setenv("NCTL_ENGINE", "jax")  # the JAX engine's programs (the native engine compiles none)
     monkeypatch.setattr(engine.config, "EAGER_ARENA_BYTES", 0)  # every block arena starts lean
     monkeypatch.setattr(engine.config, "MIN_ARENA_DEPTH", 0)  # and small: enlarged within 30 rows
     monkeypatch.setattr(engine.config, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 100 rows
@@ -186,7 +187,7 @@ print(" ".join(repr(float(p)) for p in preds))
 
 def run_stored(cache) -> tuple[set, list]:
     """Run the stored-programs script in a new process: the engine programs it traced, its predictions."""
-    env = dict(os.environ)
+    env = {**os.environ, "NCTL_ENGINE": "jax"}  # the JAX engine's programs (the native engine compiles none)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     done = subprocess.run([sys.executable, "-c", STORED_SCRIPT, str(cache)], check=True, env=env, timeout=300,
                           capture_output=True, text=True)
@@ -206,10 +207,13 @@ def test_a_new_process_runs_the_engine_programs_stored_by_an_earlier_one_without
     assert second_traced == set() and second == first
 
 
-def test_stored_programs_learn_and_predict_as_jit_does(tmp_path):
+def test_stored_programs_learn_and_predict_as_jit_does(tmp_path, monkeypatch):
     """The same learner with its programs exported and run from the store, and with plain ``jax.jit``:
-    every prediction and every state array equal, across pool boundaries and a resize."""
+    every prediction and every state array equal, across pool boundaries and a resize (the JAX engine's
+    programs: its learners run on JAX here)."""
     from nctl.core import programs
+
+    monkeypatch.setenv("NCTL_ENGINE", "jax")
 
     X = np.random.default_rng(5).normal(size=(40, 3)).astype(np.float32)
     y = (X[:, 1] > 0).astype(int)

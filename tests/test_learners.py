@@ -322,6 +322,7 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
     rows, four of them with a pool boundary among their rows (P = 32), whose journals copy the pool
     entries, in memory or to a temporary file, and undo reads back the cells the boundary wrote; a
     file serves every fork from the same state."""
+    monkeypatch.setenv("NCTL_ENGINE", "jax")  # the JAX engine's journals (the native engine's forks keep a copy)
     monkeypatch.setattr(engine_learner, "POOL_COPY_SHARE", 0.0 if pool_copy == "disk" else np.inf)
     journals, take = [], engine.journal
     monkeypatch.setattr(engine, "journal", lambda *args, **kw: journals.append(take(*args, **kw)) or journals[-1])
@@ -349,7 +350,9 @@ def test_a_fork_whose_boundaries_run_the_record_arena_short_puts_the_old_arena_b
     """A pool boundary reserves the record rows of the next P steps; where the arena might not have them
     (fewer than (boundaries + 1) P rows unheld) the fork's rows may double it. The journal holds the
     record arrays and undo puts them back, shapes and all; only where a growing tree's block arenas
-    could be enlarged with them is the fork a copy (§6.5, §6.7)."""
+    could be enlarged with them is the fork a copy (§6.5, §6.7). The JAX engine's journals: its learners run
+    on JAX here."""
+    monkeypatch.setenv("NCTL_ENGINE", "jax")
     monkeypatch.setattr(engine.config, "initial_record_rows", lambda cfg: 6 * cfg.chunk)  # doubled within 60 rows
     X, y = stream_arrays(300)
     make = lambda: nctl.NCTL(**SMALL_NCTL)
@@ -550,9 +553,11 @@ def test_reserved_arenas_are_sized_once_and_learn_exactly_like_growing_ones(monk
     assert late.cfg_.arena_depth == sized.arena_depth and late.t_ == 200
 
 
-def test_an_enlargement_reuses_the_buffers_of_the_arrays_it_does_not_grow(recwarn):
+def test_an_enlargement_reuses_the_buffers_of_the_arrays_it_does_not_grow(recwarn, monkeypatch):
     """A doubled record arena (§6.5) grows the records' arrays only: every other array of the state
-    keeps its buffer (donated to the enlargement), so the process holds the state once, not twice."""
+    keeps its buffer (donated to the enlargement), so the process holds the state once, not twice (the
+    JAX engine's enlargement: its learners run on JAX here)."""
+    monkeypatch.setenv("NCTL_ENGINE", "jax")
     X, y = stream_arrays(60)
     model, twin = nctl.NCTL(**SMALL_NCTL), nctl.NCTL(**SMALL_NCTL)
     model.learn_many(X[:20], y[:20])

@@ -15,6 +15,14 @@ import pytest
 from nctl.core import native
 from nctl.core.rows import GGMRows
 
+
+@pytest.fixture(autouse=True)
+def on_jax(monkeypatch):
+    """The learners here run on JAX: these tests check the JAX engine's CPU kernels (the native engine's
+    NCTL has its own, tests/core/test_native_nctl.py)."""
+    monkeypatch.setenv("NCTL_ENGINE", "jax")
+
+
 pytestmark = [
     pytest.mark.skipif(jax.default_backend() != "cpu", reason="a CPU kernel; other platforms run XLA's code"),
     pytest.mark.skipif(not native.enabled(), reason="the CPU kernel is not built (no C++ compiler)"),

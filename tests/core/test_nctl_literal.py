@@ -23,6 +23,14 @@ import nctl
 from tests.reference.fmn_reference import EVENT_KINDS
 from tests.reference.nctl_literal import LiteralNCTL
 
+
+@pytest.fixture(autouse=True)
+def on_jax(monkeypatch):
+    """The learners here run on JAX: these tests check the JAX engine's code paths (the native engine's
+    NCTL has its own, tests/core/test_native_nctl.py)."""
+    monkeypatch.setenv("NCTL_ENGINE", "jax")
+
+
 STEPS = 80  # checked after STEPS // 2 and STEPS
 SHARED = dict(context_bits=2, learning_rate=0.1, reservoir_size=STEPS, seed=3)
 

@@ -139,7 +139,7 @@ class OnlineLearner:
         if self.engine_ is None:
             self.engine_ = engines.choose() if self.native_engine else engines.JAX
         if self.engine_ == engines.NATIVE:
-            self.state_ = host_arrays(state)
+            self.state_ = host_arrays(jax.block_until_ready(state))  # a failed allocation raises here (``committed``)
         else:
             self.state_ = committed(state)
 

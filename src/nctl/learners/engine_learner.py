@@ -12,10 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nctl import interrupts, memory
+from nctl import engines, interrupts, memory
 from nctl.core import engine, tree
 from nctl.core.pool import PoolConfig
 from nctl.learners.base import bytes_of
+from nctl.native import nctl as native_nctl
+from nctl.native.state import host_arrays
 
 DEFAULT_MAX_DEPTH = 20  # depth=None: room for 2^20 steps; a longer stream enlarges the engine once
 POOL_COPY_SHARE = 0.5  # a fork's copy of the pool entries stays in host memory while it takes at most this share
@@ -126,8 +128,12 @@ class EngineLearner:
                 needed = self.state_bytes(self.n_features_, n_steps=wanted)
                 memory.check_fits(what, needed, self._memory_remedy)
                 with interrupts.held() as stop, memory.allocation(what, needed, self._memory_remedy):
-                    state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
-                    self.state_, self.cfg_ = jax.block_until_ready(state), cfg
+                    if self.engine_ == engines.NATIVE:
+                        self.state_, self.cfg_ = native_nctl.enlarge(self.state_, self.cfg_,
+                                                                     self.cfg_._replace(arena_depth=grown))
+                    else:
+                        state, cfg = engine.reserve(self.state_, self.cfg_, wanted)
+                        self.state_, self.cfg_ = jax.block_until_ready(state), cfg
                 interrupts.raise_if_asked(stop, f"reserve interrupted after it reserved {wanted} steps")
         self._reserved_steps = wanted
 
@@ -151,12 +157,26 @@ class EngineLearner:
         return self._outputs(probs), observations
 
     def _run(self, X, y, observe, stop):
-        """Learn the rows (all unless ``stop`` ends it early, ``engine.learn``); returns the predictions and
-        observations of the rows learned."""
+        """Learn the rows (all unless ``stop`` ends it early: ``engine.learn``, or the native engine's
+        ``nctl.native.nctl.learn`` and ``learn_observed``); returns the predictions and observations of the
+        rows learned."""
+        if self.engine_ == engines.NATIVE and observe is None:
+            self._state, self._cfg, probs = native_nctl.learn(self._native_calls, self._state, self._cfg, X, y, stop)
+            return probs, None
+        if self.engine_ == engines.NATIVE:
+            self._state, self._cfg, probs, observations = native_nctl.learn_observed(
+                self._native_calls, self._state, self._cfg, X, y, observe, stop)
+            return probs, observations
         self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe, stop)
         return probs, observations
 
+    def _native_calls(self, state, cfg) -> native_nctl.NCTLCalls:
+        """The native engine's calls on ``state`` of ``cfg`` (made again when the state is other arrays)."""
+        return self.calls_for(state, lambda state: native_nctl.NCTLCalls(state, cfg))
+
     def _learn_then_predict(self, X, y, x, stop):
+        if self.engine_ == engines.NATIVE:
+            return super()._learn_then_predict(X, y, x, stop)
         self.state_, self.cfg_, probs, p = engine.learn_then_predict(self.state_, self.cfg_, X, y, x, stop)
         return len(probs), p
 
@@ -167,11 +187,16 @@ class EngineLearner:
         what its rows touch, not a copy of the learner; where a journal cannot serve (the rows would
         deepen the tree or enlarge a block arena), the fork is a copy. A journal's copy of the pool
         entries (where a pool boundary falls among the rows) goes to a temporary file where it would
-        take more than ``POOL_COPY_SHARE`` of the free memory."""
+        take more than ``POOL_COPY_SHARE`` of the free memory. On the native engine the learner learns the
+        rows too, and is put back from a copy of its arrays taken first (no journal yet)."""
         X, y = self._checked_batch(X, y)
         self._run_pending()
-        kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
-                              pool=self._pool_file_of_state()) if len(X) else None
+        native = self.engine_ == engines.NATIVE
+        if native:
+            kept = host_arrays(self._state) if len(X) else None
+        else:
+            kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
+                                  pool=self._pool_file_of_state()) if len(X) else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
@@ -186,8 +211,8 @@ class EngineLearner:
         finally:
             with interrupts.held():  # the undo hands the state over too; whatever interrupted was raised already
                 self._forked = False
-                self._state, self._cfg, self.t_ = engine.undo(self._state, kept), cfg, t
-            if kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # kept for the next fork from here
+                self._state, self._cfg, self.t_ = kept if native else engine.undo(self._state, kept), cfg, t
+            if not native and kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # for the next fork
                 self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self._state.nets.arena.pool_rows)
 
     def _pool_file_of_state(self):
@@ -208,6 +233,8 @@ class EngineLearner:
         return free is not None and pool > POOL_COPY_SHARE * free
 
     def _predict(self, X):
+        if self.engine_ == engines.NATIVE:
+            return self._native_calls(self._state, self._cfg).predict(X)
         return engine.predict(self.state_, self.cfg_, X)
 
     # -- looking inside

@@ -10,6 +10,7 @@ from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.engine_learner import EngineLearner
 from nctl.learners.presets import PAPER_NETWORKS, PAPER_POOL, TABULAR
+from nctl.native import nctl as native_nctl
 from nctl.params import NCTL_RULES, check_fields
 
 
@@ -105,6 +106,13 @@ class NCTL(EngineLearner, OnlineLearner):
         """The defaults of the river and scikit-learn adapters (``TABULAR``), measured on tabular
         streams against river's learners (docs/guide-river.md, "Defaults")."""
         return cls(**{**TABULAR, **overrides})
+
+    @property
+    def native_engine(self) -> bool:
+        """Whether the native engine may run this learner (``nctl.engines`` chooses): exact mode does;
+        bounded mode (``trained_members``, §5.3) runs on JAX for now (docs/algorithm.md §6.12)."""
+        return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
+                                    self.trained_members is not None)
 
     @property
     def rows(self) -> GGMRows:

@@ -89,7 +89,7 @@ def _restore(path):
     learner.adopt(jax.tree.unflatten(treedef, leaves))
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     if kind == "NCTL" and meta["format"] < 6:
-        learner.state_ = engine.with_record_contexts(learner.state_)
+        learner.adopt(engine.with_record_contexts(learner.state_))
     return learner
 
 
