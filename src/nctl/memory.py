@@ -204,11 +204,14 @@ def check_fits(what: str, needed: int, remedy: str) -> None:
 @contextlib.contextmanager
 def allocation(what: str, needed: int, remedy: str):
     """Raise MemoryError, naming ``what``, the GB needed and the ``remedy``, where an allocation of the
-    block fails in XLA (``RESOURCE_EXHAUSTED``: a bound ``rooms`` does not see, or memory taken since
-    ``check_fits``). The block must wait for its arrays (``jax.block_until_ready``): an array whose
-    computation failed can otherwise surface later, where reading it may never return."""
+    block fails, in numpy (a fresh state is made there) or in XLA (``RESOURCE_EXHAUSTED``): a bound
+    ``rooms`` does not see, or memory taken since ``check_fits``. The block must wait for its arrays
+    (``jax.block_until_ready``): an array whose computation failed can otherwise surface later, where
+    reading it may never return."""
     try:
         yield
+    except MemoryError as error:
+        raise MemoryError(f"{what} needs {needed / GB:.1f} GB and its allocation failed ({error}); {remedy}") from error
     except jax.errors.JaxRuntimeError as error:
         if "RESOURCE_EXHAUSTED" not in str(error):
             raise
