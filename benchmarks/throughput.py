@@ -123,8 +123,9 @@ def gln_throughput(net: Network, steps: int, rng) -> float:
 def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.pool) -> None:
     """Move the learner to step ``t`` by the engine's own boundaries (no learning, no pool updates), with
     every neuron's pool holding ``pool`` states, so that every mixture has k + 1 members. ``engine``: the
-    learner's engine module (another checkout's, in ``interleaved.py``)."""
-    state, cfg = model.state_, model.cfg_
+    learner's engine module (another checkout's, in ``interleaved.py``). The jump runs on JAX whichever
+    engine runs the learner, which then adopts the state."""
+    state, cfg = jax.device_put(model.state_), model.cfg_
     nets = state.nets
     in_pool = nets.pool.in_pool.at[:, :pool].set(True)
     roster = jnp.broadcast_to(jnp.arange(pool, dtype=jnp.int32)[None, :, None], nets.pool.roster.shape)
@@ -132,7 +133,7 @@ def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.p
     model.state_ = None  # the state's buffers are donated to the jump: one copy of the arenas at a time
     advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.step.advance(s, cfg, False), s),
                       donate_argnums=0)
-    model.state_ = jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1))  # not in the timed window
+    model.adopt(jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1)))  # not in the timed window
     model.t_ = t
 
 

@@ -109,10 +109,13 @@ class NCTL(EngineLearner, OnlineLearner):
 
     @property
     def native_engine(self) -> bool:
-        """Whether the native engine may run this learner (``nctl.engines`` chooses): exact mode does;
-        bounded mode (``trained_members``, §5.3) runs on JAX for now (docs/algorithm.md §6.12)."""
+        """Whether the native engine may run this learner (``nctl.engines`` chooses): exact mode does, up
+        to ``native_nctl.MAX_WEIGHTS`` weights per member (known once the state is configured); bounded mode
+        (``trained_members``, §5.3) and larger networks run on JAX for now (docs/algorithm.md §6.12)."""
+        cfg = self.__dict__.get("_cfg")
+        weights = 0 if cfg is None else cfg.n_nets * sum(layer.neurons * layer.width for layer in cfg.layers)
         return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
-                                    self.trained_members is not None)
+                                    self.trained_members is not None, weights)
 
     @property
     def rows(self) -> GGMRows:
