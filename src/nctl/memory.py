@@ -210,10 +210,8 @@ def allocation(what: str, needed: int, remedy: str):
     reading it may never return."""
     try:
         yield
-    except MemoryError as error:
-        raise MemoryError(f"{what} needs {needed / GB:.1f} GB and its allocation failed ({error}); {remedy}") from error
-    except jax.errors.JaxRuntimeError as error:
-        if "RESOURCE_EXHAUSTED" not in str(error):
+    except (MemoryError, jax.errors.JaxRuntimeError) as error:
+        if not isinstance(error, MemoryError) and "RESOURCE_EXHAUSTED" not in str(error):
             raise
         raise MemoryError(f"{what} needs {needed / GB:.1f} GB and its allocation failed "
                           f"({str(error).splitlines()[0]}); {remedy}") from error

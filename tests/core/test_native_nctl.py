@@ -54,14 +54,10 @@ class NativeRun:
         return tuple(tuple(net[s.offset:s.offset + s.neurons] for s in self.cfg.layers) for net in events)
 
 
-def drifting_stream(n, n_features, n_classes, seed=0, period=40):
-    """Rows whose label rule flips every ``period`` rows (segments that the pool should recall)."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, n_features)).astype(np.float32)
-    s = X[:, 0] + 0.5 * X[:, 1]
-    s = np.where((np.arange(n) // period) % 2 == 1, -s, s)
-    y = (s > 0).astype(np.int32) if n_classes == 2 else np.digitize(s, [-0.5, 0.5]).astype(np.int32)
-    return X, y
+def drifting_stream(n, n_features, n_classes, seed=0):
+    """``recurring_stream``'s two concepts taking turns every 40 rows, labels int32."""
+    X, y = recurring_stream(n, n_features, n_classes, seed, period=40)
+    return X, y.astype(np.int32)
 
 
 TINY = dict(layer_sizes=(2, 1), context_bits=2, learning_rate=0.1)
