@@ -29,10 +29,11 @@ SESSION_CACHE = "NCTL_TEST_SESSION_CACHE"  # tests/conftest.py's variable: a chi
 
 
 def cache_of_a_new_process(home, mode: str = "default", **env) -> dict:
-    """The cache settings of a new process (home ``home``) after its first learner learned a row."""
+    """The cache settings of a new process (home ``home``) after its first learner, on the JAX engine (whose
+    programs the cache holds), learned a row."""
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("NCTL_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME", SESSION_CACHE)}
-    environment.update(HOME=str(home), **env)
+    environment.update(HOME=str(home), NCTL_ENGINE="jax", **env)
     done = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(home / "configured")], env=environment, cwd=home,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -285,16 +286,19 @@ def test_the_api_pages_show_the_presets_and_the_cache():
     assert "tabular" in gln_page and "enable_compilation_cache" in (docs / "api-nctl.md").read_text()
 
 
-def test_the_first_learner_turns_the_cache_on_before_any_other_work(monkeypatch):
-    """Sizing the first state already traces programs and builds the CPU kernel (seconds in a new
-    process): the cache is turned on first, so that the notice of a slow first call can name it."""
+@pytest.mark.parametrize("engine, work", [("jax", ["cache", "size"]), ("native", ["size"])])
+def test_the_first_jax_learner_turns_the_cache_on_before_any_other_work(engine, work, monkeypatch):
+    """On JAX, sizing the first state may trace programs and build the CPU kernel (seconds in a new
+    process): the cache is turned on first, so that the notice of a slow first call can name it. A learner
+    on the native engine compiles nothing and leaves JAX's cache alone."""
     import numpy as np
 
     import nctl
 
+    monkeypatch.setenv("NCTL_ENGINE", engine)
     order = []
     monkeypatch.setattr(compilation, "default_cache", lambda: order.append("cache"))
     sizing = nctl.GLN.state_bytes
     monkeypatch.setattr(nctl.GLN, "state_bytes", lambda self, n: order.append("size") or sizing(self, n))
     nctl.GLN(layer_sizes=(2, 1)).predict_proba_one(np.ones(2))
-    assert order == ["cache", "size"]
+    assert order == work

@@ -19,7 +19,7 @@ import pytest
 import nctl
 from nctl import interrupts
 from nctl.core.engine import driver
-from nctl.learners.gln import XlaCalls
+from nctl.learners.xla_calls import XlaCalls
 from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.native.gln import GLNCalls
 from nctl.streams import synthetic

@@ -30,10 +30,9 @@ import threading
 import warnings
 from pathlib import Path
 
-import jax
-
 from nctl.atomic import check_writable
 from nctl.core import native, programs
+from nctl.deferred import jax
 
 CACHE_ENV = "NCTL_CACHE_DIR"  # a folder, or "off": no persistent cache unless enable_compilation_cache is called
 OFF = ("off", "0", "false", "no")  # the values of CACHE_ENV that turn the default cache off

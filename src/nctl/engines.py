@@ -9,7 +9,7 @@ The choice is ``$NCTL_ENGINE`` (``native``, ``jax`` or ``auto``), else ``use(...
 takes the native engine where it loads and no accelerator plugin of JAX is installed, else JAX. A learner
 asks once, when it creates its state (``learner.engine_``), and keeps its engine. Learners the native
 engine does not run yet (NCTL in bounded mode, NCTL's regressor) run on JAX whatever is chosen
-(``learner.native_engine``).
+(``learner.native_engine_for(n_features)``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def choose() -> str:
     """The engine a new learner runs on: ``native`` or ``jax`` (module docstring). Asking for ``native``
     where it cannot load raises RuntimeError naming why; ``auto`` then runs JAX, with one warning."""
     wanted = requested()
-    if wanted == JAX or (wanted == AUTO and _accelerator()):
+    if wanted == JAX or (wanted == AUTO and accelerator()):
         return JAX
     error = native_error()
     if error is None:
@@ -79,7 +79,7 @@ def native_library():
     return _native["library"]
 
 
-def _accelerator() -> bool:
+def accelerator() -> bool:
     """Whether JAX would run on an accelerator: its default backend where JAX is imported already, else
     whether an accelerator plugin is installed (found without importing JAX)."""
     if "jax" in sys.modules:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import jax
+from nctl import engines
+from nctl.deferred import jax
 
 GB = 1e9
 UNLIMITED = 2**62  # a cgroup v1 memory limit at least this large is no limit (the kernel's "unlimited" is ~2^63)
@@ -38,8 +40,10 @@ class Room:
 
 def rooms() -> list[Room]:
     """Every bound known on this process's new arrays: the accelerator's free memory when JAX runs on
-    one; else the host's ``MemAvailable``, the rlimits and the cgroup limits (Linux). Empty when none
-    is known."""
+    one; else the host's ``MemAvailable``, the rlimits and the cgroup limits (Linux). Empty when none is
+    known. JAX is not imported to ask where no accelerator can be in use (``engines.accelerator``)."""
+    if not engines.accelerator():
+        return host_rooms()
     device = jax.devices()[0]
     if device.platform != "cpu":
         stats = device.memory_stats() or {}
@@ -210,11 +214,18 @@ def allocation(what: str, needed: int, remedy: str):
     reading it may never return."""
     try:
         yield
-    except (MemoryError, jax.errors.JaxRuntimeError) as error:
-        if not isinstance(error, MemoryError) and "RESOURCE_EXHAUSTED" not in str(error):
+    except Exception as error:
+        if not isinstance(error, MemoryError) and not _xla_exhausted(error):
             raise
         raise MemoryError(f"{what} needs {needed / GB:.1f} GB and its allocation failed "
                           f"({str(error).splitlines()[0]}); {remedy}") from error
+
+
+def _xla_exhausted(error: Exception) -> bool:
+    """Whether ``error`` is XLA's failure to allocate (JAX is imported where XLA allocated anything)."""
+    jax_module = sys.modules.get("jax")
+    return (jax_module is not None and isinstance(error, jax_module.errors.JaxRuntimeError)
+            and "RESOURCE_EXHAUSTED" in str(error))
 
 
 MAPS_SHARE = 0.5  # drop compiled programs once the process holds this share of the kernel's mapping limit

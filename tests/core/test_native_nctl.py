@@ -194,7 +194,7 @@ def test_a_save_of_one_engine_continues_in_the_other(saved_by, loaded_by, monkey
 
 
 def test_bounded_mode_runs_on_jax(monkeypatch):
-    """The one place that decides (``NCTL.native_engine``): exact NCTL runs on the native engine where it is
+    """The one place that decides (``NCTL.native_engine_for``): exact NCTL runs on the native engine where it is
     chosen, bounded mode (§5.3) on JAX."""
     monkeypatch.setenv("NCTL_ENGINE", "native")
     X, y = drifting_stream(10, 3, 2)

@@ -5,13 +5,14 @@ Bit ``h`` of neuron ``n`` is ``1[v_{n,h} . z > o_{n,h}]`` and the context is
 Hyperplanes are sampled once and never learned.
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import threefry
+from nctl.deferred import jax, jnp
 
 OFFSET_STD = 0.05  # hyperplane offsets ~ N(0, 0.05^2) (DeepMind GLN)
 _SQRT2 = np.float32(np.sqrt(2))  # jax.random.normal is sqrt(2) erfinv(u)

@@ -21,8 +21,9 @@ the output mean is clipped to ``[-m_max, m_max]``, as a GGM clips its probabilit
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
+import numpy as np
+
+from nctl.deferred import jax, jnp
 
 FEATURE_BOUND = 5.0  # a feature's mean is clipped to +-5: standardised features lie beyond it about once in 10^6
 INPUT_VARIANCE = 1.0  # every base input is N(z_j, 1): a standardised feature's own spread
@@ -49,11 +50,11 @@ class GaussianRows(NamedTuple):
     max_weight: float = 100.0
     max_mean: float = 10.0
 
-    dtype = jnp.float32
+    dtype = np.float32
     kernel = False  # the C++ kernel trains GGM rows only
     prediction_shape = (2,)  # (mean, precision)
     neutral = (0.0, 1.0)  # what a prediction that is not computed holds: N(0, 1)
-    label_dtype = jnp.float32  # a record keeps the real target
+    label_dtype = np.float32  # a record keeps the real target
     values_per_input = 2  # a record keeps each hidden input's mean and precision
 
     def width(self, fan_in: int) -> int:

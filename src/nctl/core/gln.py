@@ -10,12 +10,12 @@ pairs and whose inputs and bias are Gaussians. A network is written for one outp
 leading class axis for one-vs-all (``rows.target``).
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
-
 from nctl.core import gating, programs, threefry
+from nctl.deferred import jax, jnp
 
 
 class Layer(NamedTuple):

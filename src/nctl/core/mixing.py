@@ -5,8 +5,9 @@ prediction and learning step are ``nctl.core.rows.GGMRows``, and this module giv
 what their predictions are scored by.
 """
 
-import jax.numpy as jnp
 import numpy as np
+
+from nctl.deferred import jnp
 
 PROB_EPS = 0.01  # probabilities are clipped to [eps, 1 - eps] (DeepMind GLN's GLN_EPS)
 MAX_WEIGHT = 200.0  # weights are projected onto the cube [-w_max, w_max]^K (DeepMind GLN)

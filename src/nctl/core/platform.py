@@ -7,7 +7,7 @@ the other branch (a new process's first call traces the engine's programs; docs/
 Such a trace lowers for the CPU only; a process with an accelerator traces both branches.
 """
 
-import jax
+from nctl.deferred import jax
 
 
 def cpu_only() -> bool:

@@ -8,10 +8,9 @@ closing segment of a step, the pool is cut back to its capacity. These functions
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.nn import logsumexp
+
+from nctl.deferred import jax, jnp
 
 REFINE, SKIP, ADD = 0, 1, 2
 EVENTS = ("refine", "skip", "add", "evict")  # columns of the per-neuron event counters
@@ -73,7 +72,7 @@ def member_log_prior(count, capacity: int):
 
 def tie_tolerance(dtype) -> float:
     """The relative tie tolerance ``ε`` of §4.8 for members whose predictions are ``dtype``."""
-    return TIE_TOLERANCE[jnp.dtype(dtype).name]
+    return TIE_TOLERANCE[np.dtype(dtype).name]
 
 
 def beats(a, b, margin, tolerance: float):
@@ -120,7 +119,7 @@ def evidence_add(acc, probs, members, used, joint: bool):
     sums, lse, count = acc
     if joint:
         totals = jnp.sum(jnp.where(used[:, None], jnp.log(probs), 0.0), axis=0)
-        lse = jnp.logaddexp(lse, logsumexp(jnp.where(members, totals, -jnp.inf)))
+        lse = jnp.logaddexp(lse, jax.nn.logsumexp(jnp.where(members, totals, -jnp.inf)))
     else:
         sums = sums + jnp.sum(jnp.where(members[None, :], probs, 0.0), axis=1)
     return sums, lse, count + jnp.sum(members)

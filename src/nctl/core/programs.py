@@ -34,11 +34,11 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-import jax
-from jax import export
-
 from nctl.atomic import check_writable, write_bytes
 from nctl.core import native
+from nctl.deferred import Deferred, jax
+
+export = Deferred("jax.export")
 
 _folder: Path | None = None
 _folder_lock = threading.Lock()
@@ -85,14 +85,29 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-# the CPU kernel's targets (§6.11) are this package's own, registered by each process that loads a program
-_KERNEL_CHECKS = [export.DisabledSafetyCheck.custom_call(target) for target in native.TARGETS]
+@lru_cache(maxsize=1)
+def _kernel_checks() -> list:
+    """The CPU kernel's targets (§6.11), this package's own, which each process that loads a program
+    registers."""
+    return [export.DisabledSafetyCheck.custom_call(target) for target in native.TARGETS]
+
+
+_kinds_to_register: list[type] = []  # named by ``register``, registered with jax.export by the first program made
+_register_lock = threading.Lock()
 
 
 def register(*kinds: type) -> None:
-    """Name the NamedTuple types that stored programs take or return, so that they can be serialised."""
-    for kind in kinds:
-        export.register_namedtuple_serialization(kind, serialized_name=f"{kind.__module__}.{kind.__qualname__}")
+    """Name the NamedTuple types that stored programs take or return, so that they can be serialised
+    (registered with ``jax.export`` when the first stored program is made: importing JAX waits till then)."""
+    with _register_lock:
+        _kinds_to_register.extend(kinds)
+
+
+def _register_named_types() -> None:
+    with _register_lock:
+        for kind in _kinds_to_register:
+            export.register_namedtuple_serialization(kind, serialized_name=f"{kind.__module__}.{kind.__qualname__}")
+        _kinds_to_register.clear()
 
 
 def _signature(args) -> tuple:
@@ -186,9 +201,10 @@ class jit:
         """Load the exported program from ``folder``, or export it there; wrap it in ``jax.jit``."""
         key = f"{self._fun.__module__}.{self._fun.__qualname__} {key!r} {_source_digest()}".encode()
         path = folder / f"{self._fun.__name__}-{hashlib.sha256(key).hexdigest()[:32]}.jaxexport"
+        _register_named_types()
         exported = _load(path, key)
         if exported is None:
-            exported = export.export(self._jitted, disabled_checks=_KERNEL_CHECKS)(*args)
+            exported = export.export(self._jitted, disabled_checks=_kernel_checks())(*args)
             _store(path, key, exported.serialize())
         positions = [i for i in range(len(args)) if i not in self._static]
         donate = tuple(positions.index(i) for i in self._donate)

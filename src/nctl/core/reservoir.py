@@ -10,14 +10,15 @@ a handful of vectorised operations; JAX's threefry keys lower to rolled loops on
 more than the whole step they serve).
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import native
 from nctl.core.platform import by_platform
+from nctl.deferred import jax, jnp
 
 
 class Reservoir(NamedTuple):

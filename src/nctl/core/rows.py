@@ -31,10 +31,10 @@ Everything the engine needs from a neuron's model goes through it (the row-model
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
+import numpy as np
 
 from nctl.core import mixing
+from nctl.deferred import jax, jnp
 
 
 def mix_probabilities(rows, alpha, mass, q, live):
@@ -55,12 +55,12 @@ class GGMRows(NamedTuple):
     max_weight: float = mixing.MAX_WEIGHT
     weight_init: str = "zeros"
 
-    dtype = jnp.float32
+    dtype = np.float32
     kernel = True
     # predictions are probabilities (scalars); what a row model that predicts them shares
     prediction_shape = ()
     neutral = 0.5
-    label_dtype = jnp.int32
+    label_dtype = np.int32
     values_per_input = 1
     mix = mix_probabilities
     input_values = values_without_bias
@@ -118,12 +118,12 @@ class GGMRows(NamedTuple):
 
 
 class KTRows(NamedTuple):
-    dtype = jnp.float64
+    dtype = np.float64
     kernel = False
     # predictions are probabilities (scalars); what a row model that predicts them shares
     prediction_shape = ()
     neutral = 0.5
-    label_dtype = jnp.int32
+    label_dtype = np.int32
     values_per_input = 1
     mix = mix_probabilities
     input_values = values_without_bias

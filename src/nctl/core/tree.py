@@ -15,11 +15,13 @@ Several split probabilities ``s_1..s_A`` (a grid, uniform prior) give the Bayesi
 own ``B`` and the level prior becomes ``log (1/A) sum_a exp(Lambda_{a,j})``.
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+from nctl.deferred import jax, jnp
 
 
 class TreePrior(NamedTuple):

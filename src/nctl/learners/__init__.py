@@ -19,7 +19,8 @@ The modules: ``base`` (what both learners share, and ``save``), ``inputs`` (chec
 labels), ``gln`` (``GLN``), ``engine_learner`` (what the learners run by the NCTL engine share), ``nctl_learner``
 (``NCTL``), ``regressor`` (``GLNRegressor``, and what the regressors share), ``nctl_regressor``
 (``NCTLRegressor``), ``presets`` (the paper's and the tabular settings), ``saving`` (``load``, and the save
-formats it reads). Every public name is also here.
+formats it reads), ``xla_calls`` (the GLNs' calls on the JAX engine, imported where a learner runs on it).
+Every public name is also here.
 """
 
 from nctl.learners.base import FORKED_LEARNS, PENDING_ROWS, SAVE_FORMAT, OnlineLearner

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import warnings
 from contextlib import contextmanager
-from functools import partial, wraps
+from functools import wraps
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl import atomic, compilation, engines, interrupts, memory
-from nctl.core import engine
+from nctl.core import engine, shape_only
+from nctl.deferred import jax, jnp
 from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
-from nctl.native.state import host_arrays
+from nctl.native.state import host_arrays, leaves
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
@@ -46,7 +45,6 @@ class OnlineLearner:
     seed: int
     _target_kind = "label"  # what each y is, in error messages (a regressor's are real targets)
     _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
-    native_engine = False  # whether the native engine runs this learner (else JAX, whatever nctl.engines says)
 
     def __post_init__(self) -> None:
         self._state = None
@@ -57,14 +55,14 @@ class OnlineLearner:
         self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
         self.engine_: str | None = None  # the engine that runs the state (nctl.engines), chosen with it
 
-    # -- subclass hooks: _fresh_state(n_features) (pure), _learn(X, y, stop) -> probs [done, classes] of
-    # the rows learned, all of them unless a Ctrl-C was noted in ``stop`` (interrupts.held), where it ends
+    # -- subclass hooks: _fresh_state(n_features, xp) (pure; xp: numpy, or nctl.core.shape_only for the shapes
+    # alone), _learn(X, y, stop) -> probs [done, classes] of the rows learned, all of them unless a Ctrl-C was noted in ``stop`` (interrupts.held), where it ends
     # after a block of rows with the state whole; _predict(X) -> [n, classes]; _checked_targets(y) -> y
     # checked (labels by default), with _outputs what a regressor changes; _init_state may also set
     # host-side bookkeeping; _learn_then_predict(X, y, x, stop) -> (rows learned, the prediction [classes]
     # of x after learning them), when one call can do both;
     # _shape_meta() -> what a save needs beyond the parameters to rebuild the state's shapes, which
-    # restore_template(n_features, shapes) reads back
+    # restore_template(n_features, shapes, xp) reads back
 
     @property
     def state_(self):
@@ -114,7 +112,7 @@ class OnlineLearner:
     def state_bytes(self, n_features: int) -> int:
         """Bytes of the state this learner creates for ``n_features`` inputs, from its shapes alone
         (nothing is allocated)."""
-        return bytes_of(partial(self._fresh_state, n_features))
+        return bytes_of(self._fresh_state(n_features, xp=shape_only))
 
     def fork_bytes(self, n_features: int) -> int:
         """Bytes a ``fork`` holds beyond the state, at most: here a copy of the state."""
@@ -124,22 +122,36 @@ class OnlineLearner:
         """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
         unchanged, when it does not fit (checked first, and where its allocation fails)."""
         if self._state is None:
-            compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
+            self.choose_engine(n_features)
+            if self.engine_ == engines.JAX:
+                compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
+                memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
             memory.check_fits(what, needed, self._memory_remedy)
-            memory.trim_compiled_programs()  # a process that creates many learners compiles many programs
             with memory.allocation(what, needed, self._memory_remedy):
                 self.adopt(self._init_state(n_features))
             self.n_features_ = n_features
 
+    def choose_engine(self, n_features: int) -> str:
+        """The engine of this learner's state, chosen once (``nctl.engines.choose``) for ``n_features``
+        inputs: JAX where the native engine does not run this learner (``native_engine_for``)."""
+        if self.engine_ is None:
+            self.engine_ = engines.choose() if self.native_engine_for(n_features) else engines.JAX
+        return self.engine_
+
+    def native_engine_for(self, n_features: int) -> bool:
+        """Whether the native engine runs this learner with ``n_features`` inputs (else JAX, whatever
+        ``nctl.engines`` says)."""
+        return True
+
     def adopt(self, state) -> None:
         """Make ``state`` (arrays of any kind, in the engines' one layout) this learner's state, held as its
         engine holds it: writable host arrays for the native engine, arrays committed to the default
-        device for JAX (``committed``). The engine is chosen the first time (``nctl.engines.choose``)."""
+        device for JAX (``committed``): the engine ``choose_engine`` chose."""
         if self.engine_ is None:
-            self.engine_ = engines.choose() if self.native_engine else engines.JAX
+            raise RuntimeError(f"{type(self).__name__}.adopt: no engine chosen yet (choose_engine)")
         if self.engine_ == engines.NATIVE:
-            self.state_ = host_arrays(jax.block_until_ready(state))  # a failed allocation raises here (``committed``)
+            self.state_ = host_arrays(state)  # a JAX array whose allocation failed raises here (``committed``)
         else:
             self.state_ = committed(state)
 
@@ -332,10 +344,10 @@ class OnlineLearner:
         existing file there is replaced only once the new one is complete."""
         if self.state_ is None:
             raise ValueError("nothing to save: the learner has not seen any example yet")
-        leaves = jax.tree.leaves(jax.device_get(self.state_))
+        arrays = leaves(self.state_ if self.engine_ == engines.NATIVE else jax.device_get(self.state_))
         meta = {"format": SAVE_FORMAT, "class": type(self).__name__, "params": _jsonable(self.params()),
                 "n_features": self.n_features_, "t": self.t_, "shapes": self._shape_meta()}
-        arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)}
+        arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(arrays)}
         atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
 
     def _shape_meta(self) -> dict:
@@ -355,7 +367,7 @@ def _jsonable(params: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
-def bytes_of(make_state) -> int:
-    """Bytes of the state ``make_state()`` would create, from its shapes alone."""
-    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(jax.eval_shape(make_state)))
+def bytes_of(state) -> int:
+    """Bytes of the arrays of ``state`` (made with ``nctl.core.shape_only``: its shapes alone)."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in leaves(state))
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
-from functools import partial
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl import engines, interrupts, memory
-from nctl.core import engine, tree
+from nctl.core import engine, shape_only, tree
 from nctl.core.pool import PoolConfig
+from nctl.deferred import jax
 from nctl.learners.base import bytes_of
 from nctl.native import nctl as native_nctl
 from nctl.native.state import host_arrays
@@ -46,15 +44,15 @@ class EngineLearner:
         a tree of ``depth`` (``DEFAULT_MAX_DEPTH`` when growing); a growing tree's block arenas start
         small, or sized for the steps ``reserve`` asked for, and grow with it (``engine.lean_arena_depth``)
         unless ``full``; the layers with fixed blocks are ``fixed_blocks``, by default the engine's choice
-        (``engine.configure``)."""
-        rows = self.rows
+        (``engine.configure``); for the JAX engine's programs unless the native engine was chosen."""
+        rows, jax_programs = self.rows, self.engine_ != engines.NATIVE
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
         cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
                                tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth,
-                               fixed_blocks)
+                               fixed_blocks, jax_programs)
         if self.depth is None and arena_depth is None and not full:
-            cfg = engine.configured(cfg, arena_depth=engine.lean_arena_depth(cfg, self._reserved_steps))
+            cfg = engine.configured(cfg, jax_programs, arena_depth=engine.lean_arena_depth(cfg, self._reserved_steps))
         return cfg
 
     @property
@@ -77,7 +75,7 @@ class EngineLearner:
         cfg = self.engine_config(n_features, full=True)
         if n_steps is not None and self.depth is None:  # the arenas a growing tree has after n_steps
             cfg = self.engine_config(n_features, arena_depth=engine.lean_arena_depth(cfg, n_steps))
-        return bytes_of(partial(self._fresh_state, n_features, cfg, jnp))
+        return bytes_of(self._fresh_state(n_features, cfg, shape_only))
 
     def fork_bytes(self, n_features: int) -> int:
         """Bytes a ``fork`` may hold beyond the state, at most: where the tree grows, a copy of the state;
@@ -85,7 +83,7 @@ class EngineLearner:
         file where memory is short)."""
         if self.depth is None:
             return self.state_bytes(n_features)
-        pool = lambda: self._fresh_state(n_features, self.engine_config(n_features, full=True), jnp).nets.arena.pool_rows
+        pool = self._fresh_state(n_features, self.engine_config(n_features, full=True), shape_only).nets.arena.pool_rows
         return self.state_bytes(n_features) - bytes_of(pool)
 
     def working_bytes(self, n_features: int) -> int:
@@ -95,7 +93,7 @@ class EngineLearner:
         return self.state_bytes(n_features)
 
     def _fresh_state(self, n_features: int, cfg: engine.EngineConfig | None = None, xp=np):
-        """A fresh state as numpy arrays (``xp``: ``jax.numpy``, for its shapes under ``jax.eval_shape``)."""
+        """A fresh state as numpy arrays (``xp``: ``nctl.core.shape_only``, for its shapes alone)."""
         cfg = cfg or self.engine_config(n_features)
         return engine.init(cfg, self.seed, self.depth or 0, xp=xp)
 
@@ -259,10 +257,11 @@ class EngineLearner:
         return {"max_depth": self.cfg_.max_depth, "record_rows": self.cfg_.record_rows,
                 "arena_depth": self.cfg_.arena_depth, "fixed_blocks": [s.fixed for s in self.cfg_.layers]}
 
-    def restore_template(self, n_features: int, shapes: dict):
+    def restore_template(self, n_features: int, shapes: dict, xp=np):
         """The state a save of this learner with ``n_features`` inputs and ``shapes`` (its engine's sizes)
-        holds, and that engine as ``cfg_`` (``nctl.learners.load`` reads only the state's shapes)."""
+        holds, made by ``xp``, and that engine as ``cfg_`` (``nctl.learners.load`` reads only the state's
+        shapes)."""
         fixed = shapes.get("fixed_blocks", [False] * len(self.layer_sizes))  # saves before format 7: free stacks
         self.cfg_ = self.engine_config(n_features, shapes["max_depth"], shapes["record_rows"], shapes["arena_depth"],
                                        fixed_blocks=tuple(fixed))
-        return self._fresh_state(n_features, self.cfg_)
+        return self._fresh_state(n_features, self.cfg_, xp)

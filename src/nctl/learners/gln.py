@@ -1,59 +1,26 @@
 """The GLN learner (``nctl.GLN``): a Gated Linear Network trained online, by the native engine
-(``nctl.native.gln``) or by JAX in compiled chunks of ``GLN_CHUNK`` rows (``XlaCalls``)."""
+(``nctl.native.gln``) or by JAX (``nctl.learners.xla_calls``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl import engines
 from nctl.core import gln, mixing
 from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
-from nctl.native.gln import GLNCalls
 from nctl.learners.presets import GLN_TABULAR
+from nctl.native.gln import GLNCalls
 from nctl.params import GLN_RULES, check_fields
 
-GLN_CHUNK = 256  # rows per compiled call, and per native call between two looks at a Ctrl-C
-
-
-@partial(jax.jit, static_argnums=(5,), donate_argnums=(0,))
-def _gln_chunk(layers, Z, Y, n, positive, rows):
-    return gln.run_chunk(layers, Z, Y, n, positive, rows)
-
-
-_gln_predict = jax.jit(gln.predict_many, static_argnums=(2,))
+GLN_CHUNK = 256  # rows per call of the engine between two looks at a Ctrl-C
 
 
 def _positive_labels(n_classes: int) -> np.ndarray:
     """The label each class network learns as 1: its class, or 1 for the one network of 0/1 labels."""
     return np.arange(n_classes, dtype=np.int32) if n_classes > 2 else np.array([1], np.int32)
-
-
-class XlaCalls:
-    """The native calls' learn and predict (``GLNCalls``, ``GaussianGLNCalls``) on JAX, for the GLN and the
-    Gaussian GLN (a row model of either): compiled chunks of ``GLN_CHUNK`` rows (rows and targets padded to
-    that shape), each handing the state's buffers to the call and holding the new state in ``layers``."""
-
-    def __init__(self, layers, rows, positive):
-        self.layers, self._rows, self._positive = layers, rows, jnp.asarray(positive)
-
-    def learn(self, Z, Y):
-        out = []
-        for a in range(0, len(Z), GLN_CHUNK):
-            n = min(GLN_CHUNK, len(Z) - a)
-            Zc, Yc = np.zeros((GLN_CHUNK, Z.shape[1]), np.float32), np.zeros(GLN_CHUNK, Y.dtype)
-            Zc[:n], Yc[:n] = Z[a:a + n], Y[a:a + n]
-            self.layers, p = _gln_chunk(self.layers, Zc, Yc, n, self._positive, self._rows)
-            out.append(np.asarray(p[:n]))
-        return np.concatenate(out)
-
-    def predict(self, Z):
-        return np.asarray(_gln_predict(self.layers, jnp.asarray(Z), self._rows))
 
 
 @dataclass(eq=False)
@@ -100,20 +67,23 @@ class GLN(OnlineLearner):
         """The row model of every neuron: a GGM with this learner's settings."""
         return GGMRows(float(self.learning_rate), float(self.prob_eps), float(self.max_weight), self.weight_init)
 
-    def _fresh_state(self, n_features: int):
+    def _fresh_state(self, n_features: int, xp=np):
         """Fresh layers (``nctl.core.gln.Layer``, a leading class axis) as numpy arrays, which either engine
-        adopts: the hyperplanes of ``self.seed`` and every row at the row model's initial value."""
+        adopts (``xp``: ``nctl.core.shape_only``, for their shapes alone): the hyperplanes of ``self.seed`` and
+        every row at the row model's initial value."""
         nets, rows = _positive_labels(self.n_classes).shape[0], self.rows
         gates = gln.network_gates(self.seed, nets, n_features, self.layer_sizes, self.context_bits)
         fan_ins = gln.fan_ins(n_features, self.layer_sizes)
-        return tuple(gln.Layer(g, np.full((nets, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
+        return tuple(gln.Layer(g, xp.full((nets, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
                                           np.float32)) for g, n, k in zip(gates, self.layer_sizes, fan_ins))
-
-    native_engine = True
 
     def _calls(self):
         """Learn and predict on this learner's state by its engine."""
-        make = GLNCalls if self.engine_ == engines.NATIVE else XlaCalls
+        if self.engine_ == engines.NATIVE:
+            make = GLNCalls
+        else:
+            from nctl.learners.xla_calls import XlaCalls  # JAX's: imported where a learner runs on it
+            make = XlaCalls
         return self.calls_for(self.state_, lambda layers: make(layers, self.rows, _positive_labels(self.n_classes)))
 
     def _learn(self, X, y, stop):
@@ -133,7 +103,7 @@ class GLN(OnlineLearner):
     def _predict(self, X):
         return self._calls().predict(X)
 
-    def restore_template(self, n_features: int, shapes: dict):
-        """The state a save of this learner with ``n_features`` inputs holds (``nctl.learners.load``
+    def restore_template(self, n_features: int, shapes: dict, xp=np):
+        """The state a save of this learner with ``n_features`` inputs holds, made by ``xp`` (``nctl.learners.load``
         reads only its shapes)."""
-        return self._fresh_state(n_features)
+        return self._fresh_state(n_features, xp)

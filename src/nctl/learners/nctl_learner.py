@@ -107,13 +107,14 @@ class NCTL(EngineLearner, OnlineLearner):
         streams against river's learners (docs/guide-river.md, "Defaults")."""
         return cls(**{**TABULAR, **overrides})
 
-    @property
-    def native_engine(self) -> bool:
-        """Whether the native engine may run this learner (``nctl.engines`` chooses): exact mode does, up
-        to ``native_nctl.MAX_WEIGHTS`` weights per member (known once the state is configured); bounded mode
-        (``trained_members``, §5.3) and larger networks run on JAX for now (docs/algorithm.md §6.12)."""
-        cfg = self.__dict__.get("_cfg")
-        weights = 0 if cfg is None else cfg.n_nets * sum(layer.neurons * layer.width for layer in cfg.layers)
+    def native_engine_for(self, n_features: int) -> bool:
+        """Whether the native engine may run this learner with ``n_features`` inputs (``nctl.engines``
+        chooses): exact mode does, up to ``native_nctl.MAX_WEIGHTS`` weights per member over its class
+        networks; bounded mode (``trained_members``, §5.3) and larger networks run on JAX for now
+        (docs/algorithm.md §6.12)."""
+        rows, nets = self.rows, self.n_classes if self.n_classes > 2 else 1
+        weights = nets * sum(n * rows.width(fan_in)
+                             for n, fan_in in zip(self.layer_sizes, gln.fan_ins(n_features, self.layer_sizes)))
         return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
                                     self.trained_members is not None, weights)
 

@@ -80,6 +80,10 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
         super().__post_init__()
         self.targets_ = np.zeros(3)  # the targets seen: their count, mean and sum of squared deviations
 
+    def native_engine_for(self, n_features: int) -> bool:
+        """The native engine does not run NCTL's Gaussian rows yet: JAX does."""
+        return False
+
     @property
     def rows(self) -> GaussianRows:
         """The row model of every neuron: Gaussian rows with this learner's settings (§8)."""
@@ -141,7 +145,7 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
     def _shape_meta(self) -> dict:
         return {**super()._shape_meta(), "targets": [float(v) for v in self.targets_]}
 
-    def restore_template(self, n_features: int, shapes: dict):
+    def restore_template(self, n_features: int, shapes: dict, xp=np):
         """``NCTL.restore_template``; also takes back the target statistics the save holds."""
         targets = shapes.get("targets")
         if not (isinstance(targets, list) and len(targets) == 3 and all(type(v) is float and math.isfinite(v)
@@ -150,4 +154,4 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
             raise ValueError(f"field shapes.targets must be [count, mean, sum of squared deviations], finite, "
                              f"count and sum >= 0; got {targets!r}")
         self.targets_ = np.array(targets)
-        return super().restore_template(n_features, shapes)
+        return super().restore_template(n_features, shapes, xp)

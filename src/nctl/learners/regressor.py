@@ -8,15 +8,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl import engines, interrupts
 from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
+from nctl.deferred import jax, jnp
 from nctl.learners.base import OnlineLearner
-from nctl.learners.gln import GLN_CHUNK, XlaCalls
+from nctl.learners.gln import GLN_CHUNK
 from nctl.learners.inputs import check_features
 from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.params import MAX_CONTEXT_BITS, MAX_SEED, check_fields, check_float, check_int, check_layer_sizes
@@ -195,22 +194,22 @@ class GLNRegressor(Regressor, OnlineLearner):
         return GaussianRows(float(self.learning_rate), float(self.min_variance), float(self.max_variance),
                             float(self.max_weight), float(self.max_mean))
 
-    native_engine = True
-
-    def _fresh_state(self, n_features: int) -> RegressorState:
-        """A fresh state as numpy arrays, which either engine adopts: the hyperplanes of ``self.seed``, every
-        row at ``1/K`` and no target seen."""
+    def _fresh_state(self, n_features: int, xp=np) -> RegressorState:
+        """A fresh state as numpy arrays, which either engine adopts (``xp``: ``nctl.core.shape_only``, for its
+        shapes alone): the hyperplanes of ``self.seed``, every row at ``1/K`` and no target seen."""
         rows = self.rows
         gates = gln.network_gates(self.seed, 1, n_features, self.layer_sizes, self.context_bits)
         fan_ins = gln.fan_ins(n_features, self.layer_sizes)
-        layers = tuple(gln.Layer(g, np.full((1, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
+        layers = tuple(gln.Layer(g, xp.full((1, n, 2**self.context_bits, rows.width(k)), rows.init_value(k),
                                             np.float32)) for g, n, k in zip(gates, self.layer_sizes, fan_ins))
-        return RegressorState(layers, np.zeros(3, np.float64))
+        return RegressorState(layers, xp.zeros(3, np.float64))
 
     def _calls(self):
         """Learn and predict on this learner's layers by its engine."""
         if self.engine_ == engines.NATIVE:
             return self.calls_for(self.state_.layers, lambda layers: GaussianGLNCalls(layers, self.rows))
+        from nctl.learners.xla_calls import XlaCalls  # JAX's: imported where a learner runs on it
+
         return self.calls_for(self.state_.layers, lambda layers: XlaCalls(layers, self.rows, ONE_NETWORK))
 
     def _learn(self, X, y, stop):
@@ -239,7 +238,7 @@ class GLNRegressor(Regressor, OnlineLearner):
         scale = target_scale(count, squares)
         return mean + scale * q[:, 0], scale**2 / q[:, 1]
 
-    def restore_template(self, n_features: int, shapes: dict):
-        """The state a save of this learner with ``n_features`` inputs holds (``nctl.learners.load`` reads
+    def restore_template(self, n_features: int, shapes: dict, xp=np):
+        """The state a save of this learner with ``n_features`` inputs holds, made by ``xp`` (``nctl.learners.load`` reads
         only its shapes)."""
-        return self._fresh_state(n_features)
+        return self._fresh_state(n_features, xp)

@@ -4,22 +4,24 @@ of older formats load.
 A save (written by ``OnlineLearner.save``, format ``nctl.learners.base.SAVE_FORMAT``) is an npz archive:
 ``meta``, a JSON description (format, class, parameters, ``n_features``, ``t``, the shapes of the state
 beyond what the parameters give), and the state's arrays as ``leaf_0``, ``leaf_1``, ... in the order of
-``jax.tree.leaves``.
+``jax.tree.leaves`` (``nctl.native.state.leaves``). A learner loaded onto the native engine reads it
+without JAX.
 """
 
 import json
 import os
 import zipfile
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from nctl.core import engine
+from nctl import engines
+from nctl.core import engine, shape_only
+from nctl.deferred import jax, jnp
 from nctl.learners.gln import GLN
 from nctl.learners.nctl_learner import NCTL
 from nctl.learners.nctl_regressor import NCTLRegressor
 from nctl.learners.regressor import GLNRegressor
+from nctl.native.state import leaves, rebuilt
 
 # the save formats load reads, per class
 READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7), "GLNRegressor": (7,), "NCTLRegressor": (7,)}
@@ -69,14 +71,15 @@ def _restore(path):
         _check_meta(meta, kind)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
         learner = classes[meta["class"]](**params)
+        learner.choose_engine(meta["n_features"])  # before the template: its configuration is the engine's
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
-        template = jax.eval_shape(lambda: learner.restore_template(meta["n_features"], meta["shapes"]))
-        wanted, treedef = jax.tree.flatten(template)
+        template = learner.restore_template(meta["n_features"], meta["shapes"], shape_only)
         added = _added_leaves(template, kind, meta["format"])
-        leaves = []
-        for i, want in enumerate(wanted):  # one array at a time: memory peaks at state + largest array
+        taken = np.asarray if learner.engine_ == engines.NATIVE else jnp.asarray  # JAX's: into XLA, one at a time
+        arrays = []
+        for i, want in enumerate(leaves(template)):  # one array at a time: memory peaks at state + largest array
             if i in added:  # filled in below
-                leaves.append(jnp.zeros(want.shape, want.dtype))
+                arrays.append(np.zeros(want.shape, want.dtype))
                 continue
             got = data[f"leaf_{i - sum(j < i for j in added)}"]
             if meta["format"] < 5 and got.ndim + 1 == len(want.shape) and got.size == want.size:
@@ -84,9 +87,9 @@ def _restore(path):
                 got = got.reshape(want.shape)
             if want.shape != got.shape or want.dtype != got.dtype:
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
-            leaves.append(jnp.asarray(got))
+            arrays.append(taken(got))
             del got
-    learner.adopt(jax.tree.unflatten(treedef, leaves))
+    learner.adopt(rebuilt(template, arrays))
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     if kind == "NCTL" and meta["format"] < 6:
         learner.adopt(engine.with_record_contexts(learner.state_))
@@ -120,7 +123,7 @@ def _check_meta(meta: dict, kind: str) -> None:
 
 def _added_leaves(template, kind: str, fmt: int) -> set[int]:
     """Indices of the state's leaves that a save of format ``fmt`` does not hold: the records' contexts
-    before format 6 (recomputed from the records by ``_restore``)."""
+    before format 6 (recomputed from the records by ``_restore``, on JAX)."""
     if kind != "NCTL" or fmt >= 6:
         return set()
     paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(template)]

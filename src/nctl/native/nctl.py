@@ -192,7 +192,6 @@ def learn(calls_for, state, cfg, X, Y, stop=None):
     ``nctl.core.engine.learn`` learns them (the same blocks, boundaries and enlargements). ``calls_for(state,
     cfg)`` gives the ``NCTLCalls`` of a state. Returns ``(state, cfg, predictions [done, nets])``; where
     ``stop.asked`` turns true (``nctl.interrupts``), it ends after the block of rows it is in."""
-    from nctl.core.engine.ahead import doubled_records  # here: nctl.core imports JAX
     from nctl.core.engine.config import LEARN_BLOCK, arenas_outgrown, lean_arena_depth
 
     probs, a = [], 0
@@ -205,7 +204,7 @@ def learn(calls_for, state, cfg, X, Y, stop=None):
         probs.append(p)
         a, t = a + done, t + done
         if due and not state.records.ok:  # the reservoirs hold more records than the arena has room for
-            state, cfg = enlarge(state, cfg, doubled_records(cfg, t))
+            state, cfg = enlarge(state, cfg, records_doubled(cfg, t))
         elif not due and done < n:  # the tree outgrew max_depth
             state, cfg = enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
     probs = probs[0] if len(probs) == 1 else np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets))
@@ -220,7 +219,6 @@ def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
     import jax
 
     from nctl.core.engine import pad_to_grown
-    from nctl.core.engine.ahead import doubled_records
     from nctl.core.engine.config import arenas_outgrown, lean_arena_depth
 
     observed = jax.jit(observe, static_argnums=1)
@@ -238,10 +236,18 @@ def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
         observations.append(jax.tree.map(lambda o: np.asarray(o)[None], observed(state, cfg)))
         t += 1
         if calls.boundary() and not state.records.ok:
-            state, cfg = enlarge(state, cfg, doubled_records(cfg, t))
+            state, cfg = enlarge(state, cfg, records_doubled(cfg, t))
     if not probs:
         return state, cfg, np.zeros((0, cfg.n_nets)), None
     return state, cfg, np.array(probs), jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations)
+
+
+def records_doubled(cfg, t: int):
+    """The engine with twice the record rows (and the next arena enlargement where it is near), as the JAX
+    engine's ``doubled_records`` gives it; that module imports JAX, which a steady learner never needs."""
+    from nctl.core.engine.ahead import doubled_records
+
+    return doubled_records(cfg, t)
 
 
 def enlarge(state, cfg, wanted):
@@ -253,5 +259,6 @@ def enlarge(state, cfg, wanted):
     from nctl.core.engine.resize import resize
     from nctl.native.state import host_arrays
 
-    new = configured(cfg, max_depth=wanted.max_depth, record_rows=wanted.record_rows, arena_depth=wanted.arena_depth)
+    new = configured(cfg, jax_programs=False, max_depth=wanted.max_depth, record_rows=wanted.record_rows,
+                     arena_depth=wanted.arena_depth)
     return host_arrays(jax.jit(resize, static_argnums=(1, 2))(state, cfg, new)), new

@@ -1,5 +1,6 @@
 """The state as the native engine holds it: the JAX engine's layout (the same nested tuples, the same
-shapes and dtypes), each array a writable, C-ordered numpy array that the C++ code updates in place."""
+shapes and dtypes), each array a writable, C-ordered numpy array that the C++ code updates in place; and
+a state's arrays in order (``leaves``, ``rebuilt``), as JAX orders them, without JAX."""
 
 import numpy as np
 
@@ -7,9 +8,29 @@ import numpy as np
 def host_arrays(state):
     """``state`` (nested tuples and named tuples of arrays of any kind, and None for fields a configuration
     has not) with every array copied into a writable, C-ordered numpy array."""
+    return rebuilt(state, [np.array(leaf, order="C", copy=True) for leaf in leaves(state)])
+
+
+def leaves(state) -> list:
+    """The arrays of ``state`` (nested tuples and named tuples, None for a field a configuration has not), in
+    the order ``jax.tree.leaves`` gives them: the order of a save's arrays."""
     if state is None:
-        return None
+        return []
     if isinstance(state, tuple):
-        parts = [host_arrays(part) for part in state]
-        return type(state)(*parts) if hasattr(state, "_fields") else tuple(parts)
-    return np.array(state, order="C", copy=True)
+        return [leaf for part in state for leaf in leaves(part)]
+    return [state]
+
+
+def rebuilt(template, arrays):
+    """``template``'s nested tuples with its arrays replaced by ``arrays``, in the order of ``leaves``."""
+    remaining = iter(arrays)
+
+    def build(part):
+        if part is None:
+            return None
+        if isinstance(part, tuple):
+            parts = [build(item) for item in part]
+            return type(part)(*parts) if hasattr(part, "_fields") else tuple(parts)
+        return next(remaining)
+
+    return build(template)

@@ -18,6 +18,9 @@ contract:
   (forks; ``on_disk``: the pool entries' copy goes to a temporary file);
 * ``reserve(state, cfg, n_steps)``: a growing tree's arenas sized now for its first ``n_steps`` steps.
 
+The configuration and a fresh state come from modules that import no JAX; the other names (``ON_JAX``)
+import their modules, and JAX, when first read, so that a learner on the native engine never does.
+
 The state is always *prepared*: the boundary of the next step (closing segments, pool updates,
 pruning, the restart) has been processed at the end of the step before (§4.2), so predicting is a
 pure read. ``learn`` runs two compiled programs: ``run_steps`` (steps whose boundary needs no pool
@@ -33,7 +36,7 @@ Where each part lives, in the order a step runs through them:
 * ``step``: one step: the posteriors (``posterior``), every layer (``layer``: member predictions and row
   updates, rows found through ``members``, blocks from ``arena``), the record, and the end of the step:
   the pool update when due (``pool_update``, each neuron's decision by ``decisions``), the restart;
-* ``records``: the record arena's garbage collection; ``resize``: a larger engine for a growing
+* ``records``: the record arena's garbage collection, and the records' contexts of an old save; ``resize``: a larger engine for a growing
   learner; ``forks``: journals and undo.
 
 Layout (§6): neurons of all layers sit side by side in every per-neuron array (``N`` in all); each
@@ -47,13 +50,25 @@ physical pool entries, ``W`` lanes (rows trained per block), ``N`` neurons, ``C`
 reservoir size, ``A_r`` record rows, ``d`` features, ``H`` hidden inputs recorded per step.
 """
 
-from nctl.core.engine.ahead import finish_compiling
+import importlib
+
 from nctl.core.engine.config import (
     LEARN_BLOCK, PREDICT_BLOCK, EngineConfig, configure, configured, lean_arena_depth, max_depth_for,
 )
-from nctl.core.engine.driver import learn, learn_then_predict, pad_to_grown, predict, reserve
-from nctl.core.engine.forks import Journal, journal, undo
-from nctl.core.engine.state import Net, Records, State, gates, init, with_record_contexts
+from nctl.core.engine.state import Net, Records, State, gates, init
+
+# the names of the JAX programs' modules, imported when one is first read: a learner on the native engine
+# configures and makes its state here, and never imports JAX
+ON_JAX = {"finish_compiling": "ahead", "learn": "driver", "learn_then_predict": "driver", "pad_to_grown": "driver",
+          "predict": "driver", "reserve": "driver", "Journal": "forks", "journal": "forks", "undo": "forks",
+          "with_record_contexts": "records"}
+
+
+def __getattr__(name: str):
+    if name in ON_JAX:
+        return getattr(importlib.import_module(f"{__name__}.{ON_JAX[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["EngineConfig", "Journal", "LEARN_BLOCK", "Net", "PREDICT_BLOCK", "Records", "State", "configure",
            "configured", "finish_compiling", "gates", "init", "journal", "lean_arena_depth", "learn",

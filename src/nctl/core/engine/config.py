@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import numpy as np
 
 from nctl.core import gln, native, tree
-from nctl.core.pool import PoolConfig
 from nctl.core.gaussian import GaussianRows
+from nctl.core.pool import PoolConfig
 from nctl.core.rows import GGMRows, KTRows
+from nctl.deferred import jax
 
 
 def jaxlib_version() -> tuple:
@@ -150,13 +150,16 @@ FIXED_PLACES_SHARE = 1 / 64  # or, sized at once or not, when its places add les
 
 def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolConfig, prior: tuple,
               n_classes: int, max_depth: int, record_rows: int | None = None,
-              arena_depth: int | None = None, fixed_blocks: tuple | None = None) -> EngineConfig:
+              arena_depth: int | None = None, fixed_blocks: tuple | None = None,
+              jax_programs: bool = True) -> EngineConfig:
     """An engine for trees up to ``max_depth`` whose block arenas hold trees up to ``arena_depth``
     (default ``max_depth``; ``learn`` enlarges them as a growing tree deepens) (§6.2, §6.5). Which
     layers keep their blocks at fixed places: ``fixed_blocks`` (one bool per layer), by default those
     where that costs at most ``FIXED_BLOCKS_SLACK`` times the arena's blocks at full depth, and that
     arena is small enough to be sized at once, and those whose places add less than
-    ``FIXED_PLACES_SHARE`` to the rows of all the layers' arenas at full depth."""
+    ``FIXED_PLACES_SHARE`` to the rows of all the layers' arenas at full depth. ``jax_programs``: the JAX
+    engine runs it, whose programs compute each layer as ``vectorised`` says (chosen for JAX's platform);
+    the native engine computes every layer alike, and its configurations have ``vectorised`` False."""
     pool = pool.validate()
     arena_depth = max_depth if arena_depth is None else min(arena_depth, max_depth)
     contexts = 2**context_bits
@@ -165,7 +168,7 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         width = rows.width(fan_in)
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
         one_slot_bytes = slot_rows_bytes(n, pool.lanes, width)
-        shapes.append(LayerShape(offset, n, fan_in, width, blocks, _vectorised((max_depth + 1) * one_slot_bytes, rows),
+        shapes.append(LayerShape(offset, n, fan_in, width, blocks, jax_programs and _vectorised((max_depth + 1) * one_slot_bytes, rows),
                                  _slot_chunk(max_depth + 1, one_slot_bytes), False))
         offset += n
     cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
@@ -261,11 +264,13 @@ def lean_arena_depth(cfg: EngineConfig, n_steps: int) -> int:
     return min(cfg.max_depth, max(MIN_ARENA_DEPTH, tree.depth_for(n_steps + cfg.chunk) + ARENA_HEADROOM))
 
 
-def configured(cfg: EngineConfig, **sizes) -> EngineConfig:
-    """``cfg`` with other ``max_depth``, ``record_rows`` or ``arena_depth``, its layers sized for them."""
+def configured(cfg: EngineConfig, jax_programs: bool = True, **sizes) -> EngineConfig:
+    """``cfg`` with other ``max_depth``, ``record_rows`` or ``arena_depth``, its layers sized for them (for the
+    JAX engine's programs or not: ``configure``)."""
     wanted = cfg._replace(**sizes)
     return configure(cfg.n_features, cfg.layer_sizes, cfg.context_bits, cfg.rows, cfg.pool, cfg.prior, cfg.n_classes,
-                     wanted.max_depth, wanted.record_rows, wanted.arena_depth, tuple(s.fixed for s in cfg.layers))
+                     wanted.max_depth, wanted.record_rows, wanted.arena_depth, tuple(s.fixed for s in cfg.layers),
+                     jax_programs)
 
 
 def arenas_outgrown(cfg: EngineConfig, t: int) -> bool:

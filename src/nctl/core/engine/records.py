@@ -1,5 +1,5 @@
 """The record arena's garbage collection: the rows a reservoir or lineage holds, and the rows reserved
-for the records of the next ``P`` steps (docs/algorithm.md §6.5).
+for the records of the next ``P`` steps (docs/algorithm.md §6.5); the records' contexts of an old save.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from nctl.core import gating
 from nctl.core.engine.config import EngineConfig
 from nctl.core.engine.ops import any_net, per_net, when
 from nctl.core.engine.state import Net, State
@@ -103,3 +104,14 @@ def read_entries(net: Net, kept, cfg: EngineConfig):
     reads = continuing & (net.slots.source >= 0) & ~net.slots.detached  # [S, k, N]
     neurons = jnp.broadcast_to(jnp.arange(N), reads.shape)
     return jnp.zeros((E, N), bool).at[jnp.where(reads, net.slots.source, E), neurons].set(True, mode="drop")
+
+
+@jax.jit
+def with_record_contexts(state: State) -> State:
+    """``state`` with every record row's contexts computed from its side information (for saves made
+    before the records kept them)."""
+    def one_net(net: Net):
+        contexts = jax.vmap(lambda z: gating.contexts(net.gates, z))(state.records.z)
+        return contexts.astype(net.record_contexts.dtype)
+
+    return state._replace(nets=state.nets._replace(record_contexts=jax.vmap(one_net)(state.nets)))

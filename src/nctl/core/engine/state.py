@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import gating, gln, programs, threefry, tree
+from nctl.core.engine.config import EngineConfig
 from nctl.core.pool import stable_order
 from nctl.core.reservoir import Reservoir
-from nctl.core.engine.config import EngineConfig
+from nctl.deferred import jax, jnp
 
 
 class Slots(NamedTuple):
@@ -179,17 +178,6 @@ def _fresh_nets(xp, cfg: EngineConfig, normals: np.ndarray, offsets: np.ndarray,
         hidden=full((cfg.record_rows, cfg.hidden_width), 0, np.float32),
         record_contexts=full((cfg.record_rows, N), 0, cfg.context_dtype),
     )
-
-
-@jax.jit
-def with_record_contexts(state: State) -> State:
-    """``state`` with every record row's contexts computed from its side information (for saves made
-    before the records kept them)."""
-    def one_net(net: Net):
-        contexts = jax.vmap(lambda z: gating.contexts(net.gates, z))(state.records.z)
-        return contexts.astype(net.record_contexts.dtype)
-
-    return state._replace(nets=state.nets._replace(record_contexts=jax.vmap(one_net)(state.nets)))
 
 
 def pool_roster(in_pool, order, k: int):

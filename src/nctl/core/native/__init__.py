@@ -31,9 +31,9 @@ import threading
 import warnings
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+from nctl.deferred import jax, jnp
 
 SOURCES = tuple(Path(__file__).with_name(name)
                 for name in ("ggm_rows.cc", "member_values.cc", "largest_first.cc", "free_blocks.cc", "store_rows.cc"))
