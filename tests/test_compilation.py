@@ -94,6 +94,7 @@ def test_a_new_learner_drops_compiled_programs_near_the_map_limit_and_still_lear
     double, x = jax.jit(lambda x: 3 * x), np.ones(3)
     assert compilations_of(double, x) == 1
     monkeypatch.setattr(memory, "MAPS_SHARE", 0.0)  # as if this process were at the limit
+    monkeypatch.setenv("NCTL_ENGINE", "jax")  # a learner that compiles (the native engine compiles nothing)
     model = nctl.GLN(layer_sizes=(2, 1), context_bits=1)
     p = model.learn_many(np.ones((3, 2), np.float32), np.array([1, 1, 1]))
     assert compilations_of(double, x) == 1 and np.all(np.isfinite(p)) and model.t_ == 3
