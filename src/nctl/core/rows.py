@@ -2,24 +2,9 @@
 
 The engine keeps every model state as rows, one per context, and never looks inside them; a row
 model says how a row predicts ``P(x = 1)`` from the layer's input logits ``u`` and how it learns ``x``.
-Everything the engine needs from a neuron's model goes through it (the row-model protocol):
-
-* ``dtype``, ``width(fan_in)``, ``init_value(fan_in)``: a row's storage;
-* ``base_inputs(z)``, ``layer_inputs(p)``: a layer's inputs from the features and from the outputs of the
-  layer below;
-* ``input_values(u)``, ``values_per_input``: what a record keeps of a hidden layer's inputs (the bias
-  dropped; so many values per input), and ``record_inputs(values)``, ``record_base_inputs(z)``: a
-  layer's inputs rebuilt from those values, or from a record's features clipped (the features' clip:
-  ``feature_bound()``);
-* ``predict(rows, u)``, ``update(rows, u, q, x)``: a row's prediction and its learning step;
-  ``prediction_shape`` (the trailing axes of a prediction) and ``neutral``, what a prediction that is
-  not computed holds;
-* ``mix(alpha, mass, q, live)``: a neuron's output from its members' predictions, mixed by the posteriors
-  (§4.2);
-* ``target(y, positive)``: what a network with positive class ``positive`` learns from the label ``y``
-  (``label_dtype``: how a record keeps ``y``);
-* ``likelihood(q, x)``, ``log_likelihood(q, x)`` (float64): how members are scored and mixed;
-* ``kernel``: whether the CPU kernel (``nctl.core.native``) can train rows of this kind.
+Everything the engine needs from a neuron's model goes through it: ``RowModel``, the protocol. A new
+row model is one class that has its members (a ``NamedTuple`` of its settings, hashable: the engine's
+configuration holds it), and a learner whose ``rows`` it is.
 
 * ``GGMRows``: a gated geometric mixer row ``w`` [K] float32 (§1.3): ``q = clip(sigma(w . u))``,
   ``w <- clip(w - lr (q - x) u)``.
@@ -29,12 +14,66 @@ Everything the engine needs from a neuron's model goes through it (the row-model
   (§8).
 """
 
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from nctl.core import mixing
 from nctl.deferred import jax, jnp
+
+
+@runtime_checkable
+class RowModel(Protocol):
+    """What the engine reads of a neuron's model; arrays are JAX's in the JAX engine's programs."""
+
+    dtype: ClassVar[type]  # a row's entries
+    kernel: ClassVar[bool]  # whether the CPU kernel (``nctl.core.native``) can train rows of this kind
+    prediction_shape: ClassVar[tuple]  # the trailing axes of a prediction: () for a probability
+    neutral: ClassVar[Any]  # what a prediction that is not computed holds
+    label_dtype: ClassVar[type]  # how a record keeps the label ``y``
+    values_per_input: ClassVar[int]  # values a record keeps per hidden input
+
+    def width(self, fan_in: int) -> int:
+        """A row's length for a layer of ``fan_in`` inputs (bias included)."""
+
+    def init_value(self, fan_in: int) -> float:
+        """Every entry of a fresh row."""
+
+    def base_inputs(self, z):
+        """The first layer's inputs from the features ``z``."""
+
+    def layer_inputs(self, p):
+        """A layer's inputs from the predictions ``p`` of the layer below."""
+
+    def input_values(self, u):
+        """What a record keeps of a hidden layer's inputs ``u`` (the bias dropped)."""
+
+    def record_inputs(self, values):
+        """A hidden layer's inputs rebuilt from a record's ``values``."""
+
+    def record_base_inputs(self, values):
+        """The first layer's inputs rebuilt from a record's clipped features."""
+
+    def feature_bound(self) -> float:
+        """How far ``base_inputs`` clips the features (a record keeps them clipped)."""
+
+    def predict(self, rows, u):
+        """A row's prediction [..., *prediction_shape] from the inputs ``u``."""
+
+    def update(self, rows, u, q, x):
+        """The rows after learning the target ``x``, given their prediction ``q``."""
+
+    def mix(self, alpha, mass, q, live):
+        """A neuron's output from its members' predictions ``q``, mixed by the posteriors (§4.2)."""
+
+    def target(self, y, positive):
+        """What a network with positive class ``positive`` learns from the label ``y``."""
+
+    def likelihood(self, q, x):
+        """``q(x)``, float64: how members are mixed."""
+
+    def log_likelihood(self, q, x):
+        """``log q(x)``, float64: how members are scored."""
 
 
 def mix_probabilities(rows, alpha, mass, q, live):

@@ -9,9 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from nctl.core import gln, native, tree
-from nctl.core.gaussian import GaussianRows
 from nctl.core.pool import PoolConfig
-from nctl.core.rows import GGMRows, KTRows
+from nctl.core.rows import RowModel
 from nctl.deferred import jax
 
 
@@ -73,7 +72,7 @@ class EngineConfig(NamedTuple):
     n_features: int
     layer_sizes: tuple
     context_bits: int
-    rows: GGMRows | KTRows | GaussianRows
+    rows: RowModel  # a neuron's model: GGMRows, KTRows or GaussianRows (nctl.core.gaussian)
     pool: PoolConfig
     prior: tuple  # of tree.TreePrior: the split-probability grid (one point: plain PTW, §3.6)
     n_classes: int  # 2: one binary network; K > 2: K one-vs-all networks
