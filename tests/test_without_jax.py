@@ -1,6 +1,6 @@
 """A process whose learners run on the native engine never imports JAX, whose import alone takes about a
 second of a new process's wait: ``import nctl``, the river adapters, learning, predicting, copying, forks,
-saves and loads. JAX, imported later or before, runs in 64-bit mode as the engine needs."""
+saves and loads, and the command line's demo. JAX, imported later or before, runs in 64-bit mode as the engine needs."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def test_learners_on_the_native_engine_never_import_jax(tmp_path):
     seen = json.loads(run(NATIVE_PROCESS, str(tmp_path / "model.npz")))
     assert seen == {"jax imported": False, "engines": ["native"] * 3, "same": True}
     assert nctl.load(tmp_path / "model.npz").t_ == 300
+
+
+def test_the_command_lines_demo_never_imports_jax(tmp_path):
+    code = ("import sys; from nctl.cli import main; status = main(['run', 'demo', '--out', sys.argv[1]]); "
+            "print(status, 'jax' in sys.modules)")
+    assert run(code, str(tmp_path)) == "0 False"
+    assert (tmp_path / "demo" / "results.json").exists()
 
 
 @pytest.mark.parametrize("order", ["nctl, jax", "jax, nctl"])

@@ -22,12 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
-
 from nctl.baselines import mlp_core
 from nctl.baselines.mlp import PAPER_HIDDEN, MLPLearner
 from nctl.baselines.mlp_core import MLPConfig, Params
+from nctl.deferred import jax, jnp
 
 EWC_LAMBDA = 1e6
 EWC_LEARNING_RATE = 1e-5

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+from nctl import compilation
 from nctl.baselines import mlp_core
 from nctl.baselines.mlp_core import MLPConfig, Regulariser
+from nctl.deferred import jax, jnp
 
 PAPER_HIDDEN = (1000, 250)  # MLP 1000-250-1 of the paper's EWC and Elec2 baselines (section 5.2)
 ELEC2_LEARNING_RATE = 1e-4  # the paper's Elec2 MLP (section 5.3)
@@ -49,6 +49,7 @@ class MLPLearner:
         )
         self.regulariser = regulariser
         self.seed = seed
+        compilation.default_cache()  # on in the first learner of a process, as nctl's own learners on JAX do
         self.state_ = mlp_core.init_state(self.config, jax.random.key(seed))
         self.regulariser_state_: Any = (
             None if regulariser is None else regulariser.init(self.state_.params)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeAlias
 
-import jax
-import jax.numpy as jnp
-import optax
+from nctl import deferred
+from nctl.deferred import Deferred, jax, jnp
 
-Params = tuple[tuple[jax.Array, jax.Array], ...]  # ((W [n_in, n_out], b [n_out]), ...) float32
-OPTIMIZERS = {"adam": optax.adam, "sgd": optax.sgd}
+optax = Deferred("optax")
+
+Params: TypeAlias = "tuple[tuple[jax.Array, jax.Array], ...]"  # ((W [n_in, n_out], b [n_out]), ...) float32
+OPTIMIZERS = ("adam", "sgd")  # optax's optimizers of these names
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class MLPConfig:
         return 1 if self.n_classes == 2 else self.n_classes
 
     def make_optimizer(self) -> optax.GradientTransformation:
-        return OPTIMIZERS[self.optimizer](self.learning_rate)
+        return getattr(optax, self.optimizer)(self.learning_rate)
 
 
 class Regulariser(Protocol):
@@ -139,7 +140,7 @@ def init_state(config: MLPConfig, key: jax.Array) -> MLPState:
     )
 
 
-@partial(jax.jit, static_argnames="config")
+@deferred.jit(static_argnames="config")
 def predict_proba(config: MLPConfig, params: Params, X: jax.Array) -> jax.Array:
     """Frozen predictions for ``X [n, n_features]``: ``[n]`` P(y=1) or ``[n, K]``."""
     return jax.vmap(lambda x: _probability(config, logits(params, x)))(X)
@@ -165,7 +166,7 @@ def _apply_step(
     )
 
 
-@partial(jax.jit, static_argnames=("config", "regulariser"))
+@deferred.jit(static_argnames=("config", "regulariser"))
 def learn(
     config: MLPConfig,
     regulariser: Regulariser | None,
@@ -196,7 +197,7 @@ def learn(
     return jax.lax.scan(step, state, (X, y))
 
 
-@partial(jax.jit, static_argnames=("config", "regulariser"))
+@deferred.jit(static_argnames=("config", "regulariser"))
 def flush(
     config: MLPConfig, regulariser: Regulariser | None, state: MLPState, reg_state: Any
 ) -> MLPState:
@@ -226,7 +227,7 @@ def _summed_loss_with_offsets(
     return jnp.sum(losses), inputs
 
 
-@partial(jax.jit, static_argnames="config")
+@deferred.jit(static_argnames="config")
 def sum_squared_grads(config: MLPConfig, params: Params, X: jax.Array, y: jax.Array) -> Params:
     """``sum_n (d/d theta (-ln p(y_n | x_n, theta)))^2`` elementwise, ``X [n, d]``, ``y [n]``.
 

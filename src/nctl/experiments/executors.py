@@ -46,6 +46,7 @@ def local(workers: int = 1) -> Executor:
             yield from in_process(fn, tasks, progress)
             return
         context = multiprocessing.get_context("spawn")  # JAX must not be forked after it started
+        compilation.default_cache()  # the workers take over this process's cache: the default one unless it has one
         # a process per task: each seed's memory, and its peak, is its own
         pool = futures.ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1,
                                            initializer=compilation.adopt, initargs=(compilation.current(),))
@@ -77,6 +78,7 @@ def ray_tasks(address: str | None = None, cpus_per_task: float = 1.0, gpus_per_t
         if not ray.is_initialized():
             ray.init(address=address)
         remote = ray.remote(_with_cache).options(num_cpus=cpus_per_task, num_gpus=gpus_per_task)
+        compilation.default_cache()  # the workers take over this process's cache: the default one unless it has one
         cache = compilation.current()
         running = {remote.remote(cache, fn, *task): index for index, task in enumerate(tasks)}
         try:

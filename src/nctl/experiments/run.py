@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -76,14 +77,14 @@ def cpu_name() -> str:
 
 
 def versions() -> dict:
-    """Package versions and the machine, stored with every result (timings differ between CPUs)."""
-    import jax
-
+    """Package versions and the machine, stored with every result (timings differ between CPUs); the device
+    is JAX's where the run imported JAX, else the CPU of the native engine."""
     import nctl
 
-    return {"nctl": nctl.__version__, "jax": jax.__version__, "numpy": np.__version__,
+    jax = sys.modules.get("jax")
+    return {"nctl": nctl.__version__, "jax": importlib.metadata.version("jax"), "numpy": np.__version__,
             "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_name(),
-            "device": str(jax.devices()[0])}
+            "device": str(jax.devices()[0]) if jax is not None else "cpu (native engine)"}
 
 
 def config_hash(exp: Experiment) -> str:

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+from nctl import deferred
 from nctl.core import engine
+from nctl.deferred import jax, jnp
 
 
 def segment_posterior(state: engine.State, cfg: engine.EngineConfig):
@@ -63,7 +63,7 @@ def next_segment_posterior(learner, layer: int = 0) -> tuple[np.ndarray, np.ndar
     return np.asarray(start)[:live], np.asarray(mass)[layer, :live]
 
 
-_posterior = jax.jit(segment_posterior, static_argnums=(1,))
+_posterior = deferred.jit(static_argnums=(1,))(segment_posterior)
 
 
 class SegmentTrace(NamedTuple):

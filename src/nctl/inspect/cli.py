@@ -16,12 +16,12 @@ import json
 import math
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from nctl import atomic
 from nctl.arguments import at_least
 from nctl.core.pool import EVICTION_POLICIES
+from nctl.deferred import jax
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
 from nctl.streams import FREE_SPLIT_PAIRS, TaskStream, free_split_mnist, mnist_classes, split_mnist

@@ -17,16 +17,14 @@ the gradient of the output logit with respect to ``z`` with the contexts held fi
 
 from __future__ import annotations
 
-from functools import partial
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+from nctl import deferred
 from nctl.core import engine, gating, gln, tree
+from nctl.deferred import jax, jnp
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@deferred.jit(static_argnums=(1, 2))
 def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
     """Per layer: the MAP GLN layer and the birth step of each MAP member's lineage [N_i] (0: none known)."""
     net = jax.tree.map(lambda a: a[klass], state.nets)
@@ -77,7 +75,7 @@ def pool_sample_network(learner, key, klass: int = 0) -> tuple[gln.Layer, ...]:
     return _sample_layers(state, cfg, key, klass)
 
 
-@partial(jax.jit, static_argnums=(1, 3))
+@deferred.jit(static_argnums=(1, 3))
 def _sample_layers(state: engine.State, cfg: engine.EngineConfig, key, klass: int):
     net = jax.tree.map(lambda a: a[klass], state.nets)
     entry = jax.random.categorical(key, jnp.where(net.pool.in_pool.T, 0.0, -jnp.inf))  # [N]
@@ -89,7 +87,7 @@ def _sample_layers(state: engine.State, cfg: engine.EngineConfig, key, klass: in
     return tuple(layers)
 
 
-@jax.jit
+@deferred.jit()
 def saliency_maps(layers: tuple[gln.Layer, ...], Z) -> jax.Array:
     """``u(z)`` [n, d] of every row of ``Z`` [n, d] for a GLN (module docstring)."""
 
@@ -109,7 +107,7 @@ def saliency(learner, X, klass: int = 0) -> np.ndarray:
     return np.asarray(saliency_maps(map_network(learner, klass), X))
 
 
-_predict_many = jax.jit(gln.predict_many, static_argnums=(2,))
+_predict_many = deferred.jit(static_argnums=(2,))(gln.predict_many)
 
 
 def gln_predictions(layers: tuple[gln.Layer, ...], X, rows) -> np.ndarray:
