@@ -77,12 +77,13 @@ inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int3
   const int64_t S = e.slots, A = e.grid;
   double lam[kMaxGrid], before[kMaxGrid];
   std::fill_n(before, A, 0.0);
+  const double log_grid = std::log(static_cast<double>(A));
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t a = 0; a < A; ++a) {
       lam[a] = j <= depth ? before[a] + (j < depth ? e.log_stop[a] : 0.0) : -INFINITY;
       before[a] += e.log_split[a] + log_b[(j * A + a) * N];
     }
-    prior[j] = LogSumExp(lam, A) - std::log(static_cast<double>(A));
+    prior[j] = LogSumExp(lam, A) - log_grid;
   }
 }
 
