@@ -303,7 +303,6 @@ class Boundary {
   // _restart: the completed node's PTW weight, the popped slots' blocks freed, the new slot pushed.
   void Restart() {
     const int64_t S = e_.slots, M = e_.members, N = e_.neurons, A = e_.grid, k = e_.capacity;
-    std::vector<float> alpha(M);
     std::vector<double> logits(M), log_r(S * N, 0.0), per_level(S), w_c(A);
     std::vector<int32_t> canon(S);
     std::vector<char> needed(S, 0);  // the slots of the levels completed .. depth, which W_c reads
@@ -313,7 +312,7 @@ class Boundary {
       for (int64_t n = 0; n < N && needed[s]; ++n) {
         const int64_t at = (g_ * S + s) * M * N + n;
         for (int64_t m = 0; m < M; ++m) logits[m] = e_.logprior[at + m * N] + e_.loglik[at + m * N];
-        log_r[s * N + n] = nctl::NodePosterior(logits.data(), M, 1, alpha.data());
+        log_r[s * N + n] = nctl::NodeLogEvidence(logits.data(), M, 1);
       }
     const int32_t i = adv_.closing - 1;
     for (int64_t n = 0; n < N; ++n) {

@@ -47,6 +47,15 @@ inline double NodePosterior(const double* logits, int64_t M, int64_t stride, flo
   return top + static_cast<double>(std::log(total));
 }
 
+// NodePosterior's log R alone, without the posterior (the same bits, and no division).
+inline double NodeLogEvidence(const double* logits, int64_t M, int64_t stride) {
+  double top = -INFINITY;
+  for (int64_t m = 0; m < M; ++m) top = std::max(top, logits[m * stride]);
+  float total = 0.0f;
+  for (int64_t m = 0; m < M; ++m) total += std::exp(static_cast<float>(logits[m * stride] - top));
+  return top + static_cast<double>(std::log(total));
+}
+
 // The canonical slot of each of the S tree levels: the deepest of the `size` live slots (levels `level`)
 // whose level is at most it.
 inline void CanonicalSlots(const int32_t* level, int32_t size, int64_t S, int32_t* canon) {
