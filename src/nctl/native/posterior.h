@@ -81,15 +81,16 @@ inline void MemberPosteriors(const NctlEngine& e, int64_t g, int32_t size, float
 }
 
 // The level prior Lambda_j with the split probability mixed over the grid (§3.3, §3.6), for the levels
-// j < S of one neuron: log_b at stride A N (level) and N (grid point).
+// j <= depth (j < S) of one neuron, the ones that have a prior (the deeper ones' is -inf): log_b at stride
+// A N (level) and N (grid point).
 inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int32_t depth, double* prior) {
-  const int64_t S = e.slots, A = e.grid;
+  const int64_t A = e.grid, levels = std::min<int64_t>(e.slots, depth + 1);
   double lam[kMaxGrid], before[kMaxGrid];
   std::fill_n(before, A, 0.0);
   const double log_grid = std::log(static_cast<double>(A));
-  for (int64_t j = 0; j < S; ++j) {
+  for (int64_t j = 0; j < levels; ++j) {
     for (int64_t a = 0; a < A; ++a) {
-      lam[a] = j <= depth ? before[a] + (j < depth ? e.log_stop[a] : 0.0) : -INFINITY;
+      lam[a] = before[a] + (j < depth ? e.log_stop[a] : 0.0);
       before[a] += e.log_split[a] + log_b[(j * A + a) * N];
     }
     prior[j] = LogSumExp(lam, A) - log_grid;
