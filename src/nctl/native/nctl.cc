@@ -97,7 +97,7 @@ struct Work {
   std::vector<float> alpha, kept_row, q;
   std::vector<const float*> rows;  // a node's members' rows
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
-  std::vector<double> log_r, mass, p, logq;
+  std::vector<double> log_r, mass, p;
   std::vector<int32_t> canon;
   std::vector<char> stale;
   bool kept = false;
@@ -115,7 +115,7 @@ struct Work {
       pass.contexts.resize(N);
     }
     alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M), rows.resize(M);
-    log_r.resize(S * N), mass.resize(S * N), p.resize(N), logq.resize(S * M * N), canon.resize(S), stale.resize(S * N);
+    log_r.resize(S * N), mass.resize(S * N), p.resize(N), canon.resize(S), stale.resize(S * N);
   }
 };
 
@@ -199,15 +199,12 @@ void Train(const NctlEngine& e, int64_t g, const Pass& pass, bool x, Work& w) {
           if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
           const float q = pass.q[(s * M + m) * N + column];
           nctl::Learn(trained, u, K, q, x ? 1.0f : 0.0f, e.learning_rate, clips);
-          w.logq[(s * M + m) * N + column] = LogLikelihood(q, x);
+          e.loglik[((g * S + s) * M + m) * N + column] += LogLikelihood(q, x);
         }
       }
     }
     u += K;
   }
-  for (int64_t s = 0; s < size; ++s)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) e.loglik[((g * S + s) * M + m) * N + n] += w.logq[(s * M + m) * N + n];
 }
 
 // Store step t's hidden inputs and contexts of network g (_record).
