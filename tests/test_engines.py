@@ -113,6 +113,48 @@ def test_a_copy_keeps_its_engine_and_its_own_arrays(engine):
     np.testing.assert_array_equal(learner.predict_proba_many(X), before)
 
 
+@pytest.mark.parametrize("make", [nctl.GLN.tabular, nctl.NCTL.tabular], ids=["GLN", "NCTL"])
+def test_a_kept_forward_pass_is_never_stale(make, monkeypatch):
+    """A one-row prediction keeps its forward pass for learning that row next (gln.cc, nctl.cc). Learning
+    rows after predictions of other rows, of several rows at once, of the same row before a change of the
+    state, and in a learner whose copy learned in between, learns what ``learn_many`` learns, bit for bit:
+    no kept pass is ever taken for a row or a state it was not computed on."""
+    import jax
+
+    monkeypatch.setenv(engines.ENGINE_ENV, "native")
+    X, y = recurring_stream(240, 8, 3)
+    one, twin = make(n_classes=3), None
+    learned = []  # the rows ``one`` learns, in order
+    for i, (x, label) in enumerate(zip(X, y)):
+        case = i % 6
+        if case == 0:  # the same row: the kept pass is taken
+            one.predict_proba_one(x)
+        elif case == 1:  # another row predicted
+            one.predict_proba_one(X[(i + 1) % len(X)])
+        elif case == 2:  # the row predicted, then several rows at once
+            one.predict_proba_one(x)
+            one.predict_proba_many(X[i:i + 3])
+        elif case == 3:  # the row predicted, then the state changed by another row, then the row
+            one.predict_proba_one(x)
+            one.learn_one(X[i - 1], (y[i - 1] + 1) % 3)
+            learned.append((X[i - 1], (y[i - 1] + 1) % 3))
+        elif case == 4:  # the row predicted, then a copy that learns another row
+            one.predict_proba_one(x)
+            twin = one.copy()
+            twin.learn_one(X[i - 1], y[i - 1])
+        else:  # the row predicted twice, learned with the other label than the stream's
+            one.predict_proba_one(x)
+            one.predict_proba_one(x)
+            label = (label + 1) % 3
+        one.learn_one(x, label)
+        learned.append((x, label))
+    assert one.engine_ == twin.engine_ == "native"
+    many = make(n_classes=3)
+    many.learn_many(np.array([x for x, _ in learned]), np.array([label for _, label in learned]))
+    np.testing.assert_array_equal(one.predict_proba_many(X), many.predict_proba_many(X))
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(many.state_)))
+
+
 def test_an_engine_is_named_or_refused(monkeypatch):
     monkeypatch.setenv(engines.ENGINE_ENV, "gpu")
     with pytest.raises(ValueError, match=r"\$NCTL_ENGINE must be 'native', 'jax' or 'auto', got 'gpu'"):

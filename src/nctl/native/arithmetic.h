@@ -38,31 +38,46 @@ inline float Predict(const float* w, const float* u, int64_t k, const Clips& cli
   return std::min(std::max(sigma, clips.low), clips.high);
 }
 
-// Predict of n rows on the same u at once: each row summed in SumProducts' order (the same bits), the n
-// independent chains of additions overlapping where one chain would wait on each addition.
+// SumProducts of n rows with the same b at once: each row summed in SumProducts' order (the same bits), the
+// n independent chains of additions overlapping where one chain would wait on each addition.
 template <int n>
-inline void PredictTogether(const float* const* rows, const float* u, int64_t k, const Clips& clips, float* q) {
-  float total[n] = {};
+inline void SumTogether(const float* const* rows, const float* b, int64_t k, float* total) {
+  for (int r = 0; r < n; ++r) total[r] = 0.0f;
   int64_t i = 0;
   if (k >= kAccumulators) {
     float partial[n][kAccumulators] = {};
     for (; i + kAccumulators <= k; i += kAccumulators)
       for (int r = 0; r < n; ++r)
-        for (int j = 0; j < kAccumulators; ++j) partial[r][j] += rows[r][i + j] * u[i + j];
+        for (int j = 0; j < kAccumulators; ++j) partial[r][j] += rows[r][i + j] * b[i + j];
     for (int r = 0; r < n; ++r)
       for (int j = 0; j < kAccumulators; ++j) total[r] += partial[r][j];
   }
   for (; i < k; ++i)
-    for (int r = 0; r < n; ++r) total[r] += rows[r][i] * u[i];
+    for (int r = 0; r < n; ++r) total[r] += rows[r][i] * b[i];
+}
+
+// total[r] = SumProducts(rows[r], b, k) for r < count: four rows at a time where k is short, else one by one
+// (four rows' partial sums would not fit the registers: measured slower).
+inline void SumMany(const float* const* rows, int64_t count, const float* b, int64_t k, float* total) {
+  int64_t r = 0;
+  if (k < kAccumulators)
+    for (; r + 4 <= count; r += 4) SumTogether<4>(rows + r, b, k, total + r);
+  for (; r < count; ++r) SumTogether<1>(rows + r, b, k, total + r);
+}
+
+// Predict of n rows on the same u at once (the same bits).
+template <int n>
+inline void PredictTogether(const float* const* rows, const float* u, int64_t k, const Clips& clips, float* q) {
+  float total[n];
+  SumTogether<n>(rows, u, k, total);
   for (int r = 0; r < n; ++r) q[r] = std::min(std::max(1.0f / (1.0f + std::exp(-total[r])), clips.low), clips.high);
 }
 
-// q[r] = Predict(rows[r], u, k, clips) for r < count, four rows at a time.
+// q[r] = Predict(rows[r], u, k, clips) for r < count (SumMany's groups).
 inline void PredictMany(const float* const* rows, int64_t count, const float* u, int64_t k, const Clips& clips,
                         float* q) {
-  int64_t r = 0;
-  for (; r + 4 <= count; r += 4) PredictTogether<4>(rows + r, u, k, clips, q + r);
-  for (; r < count; ++r) PredictTogether<1>(rows + r, u, k, clips, q + r);
+  SumMany(rows, count, u, k, q);
+  for (int64_t r = 0; r < count; ++r) q[r] = std::min(std::max(1.0f / (1.0f + std::exp(-q[r])), clips.low), clips.high);
 }
 
 // w <- clip(w - lr (q - x) u, -max_weight, max_weight), with the clipped q (§1.3).

@@ -37,13 +37,38 @@ struct Network {
   Forward* forward;
 };
 
+int64_t Widest(const Network& network) {
+  int64_t widest = network.features + 1;
+  for (int64_t i = 0; i < network.n_layers; ++i) widest = std::max(widest, network.layers[i].neurons + 1);
+  return widest;
+}
+
+// A thread's scratch: a layer's inputs u and the next layer's, and its neurons' contexts and the weight
+// rows they read. One per thread, kept between calls (a row's call allocates nothing).
+struct Scratch {
+  std::vector<float> u, next;
+  std::vector<int64_t> contexts;
+  std::vector<float*> rows;
+
+  // At least the sizes of `network`'s layers.
+  static Scratch& Of(const Network& network) {
+    thread_local Scratch scratch;
+    int64_t most = 0;
+    for (int64_t i = 0; i < network.n_layers; ++i) most = std::max(most, network.layers[i].neurons);
+    const size_t widest = Widest(network);
+    if (scratch.u.size() < widest) scratch.u.resize(widest), scratch.next.resize(widest);
+    if (scratch.rows.size() < static_cast<size_t>(most)) scratch.rows.resize(most), scratch.contexts.resize(most);
+    return scratch;
+  }
+};
+
 // The output neuron's prediction for row z of class network g. Where `keep`, the forward pass goes into
-// network.forward; where `learn`, every neuron then learns the target x. `u` and `next` are scratch of at
-// least the widest layer's inputs.
-float Step(const Network& network, int64_t g, const float* z, bool keep, bool learn, float x, std::vector<float>& u,
-           std::vector<float>& next) {
+// network.forward; where `learn`, every neuron then learns the target x.
+float Step(const Network& network, int64_t g, const float* z, bool keep, bool learn, float x, Scratch& scratch) {
   const int64_t d = network.features, s = network.bits, contexts = int64_t{1} << s;
   Forward& forward = *network.forward;
+  std::vector<float>& u = scratch.u;
+  std::vector<float>& next = scratch.next;
   nctl::FeatureLogits(z, d, network.clips, u.data());
   int64_t k = d + 1, place = g * forward.neurons, input_place = g * forward.width;
   float q = 0.5f;
@@ -53,13 +78,19 @@ float Step(const Network& network, int64_t g, const float* z, bool keep, bool le
     if (keep) std::memcpy(forward.inputs + input_place, u.data(), k * sizeof(float));
     for (int64_t j = 0; j < n; ++j) {
       const int64_t neuron = g * n + j;
-      const int64_t c = nctl::Context(layer.normals + neuron * s * d, layer.offsets + neuron * s, z, s, d);
-      float* w = layer.weights + (neuron * contexts + c) * k;
-      q = nctl::Predict(w, u.data(), k, network.clips);
-      next[j] = q;
-      if (keep) forward.contexts[place + j] = c, forward.predictions[place + j] = q;
-      if (learn) nctl::Learn(w, u.data(), k, q, x, network.learning_rate, network.clips);
+      scratch.contexts[j] = nctl::Context(layer.normals + neuron * s * d, layer.offsets + neuron * s, z, s, d);
+      scratch.rows[j] = layer.weights + (neuron * contexts + scratch.contexts[j]) * k;
     }
+    // the neurons' rows are distinct: predicting them all, then learning, is predicting and learning each in turn
+    nctl::PredictMany(scratch.rows.data(), n, u.data(), k, network.clips, next.data());
+    q = next[n - 1];
+    if (keep) {
+      std::copy_n(scratch.contexts.data(), n, forward.contexts + place);
+      std::copy_n(next.data(), n, forward.predictions + place);
+    }
+    if (learn)
+      for (int64_t j = 0; j < n; ++j)
+        nctl::Learn(scratch.rows[j], u.data(), k, next[j], x, network.learning_rate, network.clips);
     nctl::InputLogits(next.data(), n, network.clips, u.data());
     place += n, input_place += k;
     k = n + 1;
@@ -87,16 +118,10 @@ float LearnKept(const Network& network, int64_t g, float x) {
   return q;
 }
 
-int64_t Widest(const Network& network) {
-  int64_t widest = network.features + 1;
-  for (int64_t i = 0; i < network.n_layers; ++i) widest = std::max(widest, network.layers[i].neurons + 1);
-  return widest;
-}
-
 constexpr int64_t kThreadedProducts = 1 << 18;  // rows of less work run on the calling thread: a thread
 // costs more to start than they take
 
-// Every class network g of `network`, through `run(g, u, next)` (with scratch u, next of its own), on both
+// Every class network g of `network`, through `run(g, scratch)` (with scratch of its own), on both
 // cores where n rows of work pay for a second thread: each thread takes a contiguous range of networks,
 // which are independent, so the numbers do not depend on the threads.
 template <typename Run>
@@ -108,8 +133,8 @@ void ForEachNetwork(const Network& network, int64_t n, Run run) {
   const int64_t threads = products * n * network.nets < kThreadedProducts ? 1 : std::min<int64_t>(
       {network.nets, int64_t{2}, std::max<int64_t>(1, std::thread::hardware_concurrency())});
   auto range = [&](int64_t first, int64_t stop) {
-    std::vector<float> u(Widest(network)), next(u.size());
-    for (int64_t g = first; g < stop; ++g) run(g, u, next);
+    Scratch& scratch = Scratch::Of(network);
+    for (int64_t g = first; g < stop; ++g) run(g, scratch);
   };
   std::vector<std::thread> helpers;
   for (int64_t t = 1; t < threads; ++t)
@@ -130,11 +155,11 @@ void nctl_gln_learn(const Network* network, const float* Z, const int32_t* Y, in
   const int64_t d = network->features, nets = network->nets;
   const bool kept = n > 0 && forward.kept && std::memcmp(Z, forward.row, d * sizeof(float)) == 0;
   forward.kept = 0;  // the weights change
-  ForEachNetwork(*network, n, [&](int64_t g, std::vector<float>& u, std::vector<float>& next) {
+  ForEachNetwork(*network, n, [&](int64_t g, Scratch& scratch) {
     for (int64_t r = 0; r < n; ++r) {
       const float x = Y[r] == positive[g] ? 1.0f : 0.0f;
       predictions[r * nets + g] =
-          r == 0 && kept ? LearnKept(*network, g, x) : Step(*network, g, Z + r * d, false, true, x, u, next);
+          r == 0 && kept ? LearnKept(*network, g, x) : Step(*network, g, Z + r * d, false, true, x, scratch);
     }
   });
 }
@@ -143,9 +168,9 @@ void nctl_gln_learn(const Network* network, const float* Z, const int32_t* Y, in
 void nctl_gln_predict(const Network* network, const float* Z, int64_t n, float* predictions) {
   Forward& forward = *network->forward;
   const bool keep = n == 1;
-  ForEachNetwork(*network, n, [&](int64_t g, std::vector<float>& u, std::vector<float>& next) {
+  ForEachNetwork(*network, n, [&](int64_t g, Scratch& scratch) {
     for (int64_t r = 0; r < n; ++r)
-      predictions[r * network->nets + g] = Step(*network, g, Z + r * network->features, keep, false, 0.0f, u, next);
+      predictions[r * network->nets + g] = Step(*network, g, Z + r * network->features, keep, false, 0.0f, scratch);
   });
   if (keep) std::memcpy(forward.row, Z, network->features * sizeof(float));
   forward.kept = keep;

@@ -81,15 +81,19 @@ class GLNCalls:
         self._predict.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
         self._addresses = (ctypes.addressof(self._network), self._row.ctypes.data, self._label.ctypes.data,
                            self._positive.ctypes.data, self._out.ctypes.data)
+        # a row's arguments, made once: ctypes passes its own objects faster than it converts numbers
+        network, row, label, positive, out = map(ctypes.c_void_p, self._addresses)
+        self._row_learn_args = (network, row, label, ctypes.c_int64(1), positive, out)
+        self._row_predict_args = (network, row, ctypes.c_int64(1), out)
 
     def learn(self, Z: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Learn the rows ``Z`` [n, d] with labels ``Y`` [n] in order; their pre-update predictions [n, nets]
         (float32)."""
-        network, row, label, positive, out = self._addresses
         if len(Z) == 1:
             self._row[0], self._label[0] = Z[0], Y[0]
-            self._learn(network, row, label, 1, positive, out)
+            self._learn(*self._row_learn_args)
             return self._out.copy()
+        network, _, _, positive, _ = self._addresses
         Z, Y = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(Y, np.int32)
         predictions = np.empty((len(Z), self._nets), np.float32)
         self._learn(network, Z.ctypes.data, Y.ctypes.data, len(Z), positive, predictions.ctypes.data)
@@ -97,12 +101,11 @@ class GLNCalls:
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen predictions [n, nets] (float32) of the rows ``Z`` [n, d]."""
-        network, row, _, _, out = self._addresses
         if len(Z) == 1:
             self._row[0] = Z[0]
-            self._predict(network, row, 1, out)
+            self._predict(*self._row_predict_args)
             return self._out.copy()
         Z = np.ascontiguousarray(Z, np.float32)
         predictions = np.empty((len(Z), self._nets), np.float32)
-        self._predict(network, Z.ctypes.data, len(Z), predictions.ctypes.data)
+        self._predict(self._addresses[0], Z.ctypes.data, len(Z), predictions.ctypes.data)
         return predictions

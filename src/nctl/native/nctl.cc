@@ -97,7 +97,7 @@ struct Work {
   std::vector<float> alpha, kept_row, q;
   std::vector<const float*> rows;  // a node's members' rows
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
-  std::vector<double> log_r, mass, p, logq;
+  std::vector<double> log_r, mass, p;
   std::vector<int32_t> canon;
   std::vector<char> stale;
   bool kept = false;
@@ -115,7 +115,7 @@ struct Work {
       pass.contexts.resize(N);
     }
     alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M), rows.resize(M);
-    log_r.resize(S * N), mass.resize(S * N), p.resize(N), logq.resize(S * M * N), canon.resize(S), stale.resize(S * N);
+    log_r.resize(S * N), mass.resize(S * N), p.resize(N), canon.resize(S), stale.resize(S * N);
   }
 };
 
@@ -199,15 +199,12 @@ void Train(const NctlEngine& e, int64_t g, const Pass& pass, bool x, Work& w) {
           if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
           const float q = pass.q[(s * M + m) * N + column];
           nctl::Learn(trained, u, K, q, x ? 1.0f : 0.0f, e.learning_rate, clips);
-          w.logq[(s * M + m) * N + column] = LogLikelihood(q, x);
+          e.loglik[((g * S + s) * M + m) * N + column] += LogLikelihood(q, x);
         }
       }
     }
     u += K;
   }
-  for (int64_t s = 0; s < size; ++s)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) e.loglik[((g * S + s) * M + m) * N + n] += w.logq[(s * M + m) * N + n];
 }
 
 // Store step t's hidden inputs and contexts of network g (_record).
@@ -303,7 +300,6 @@ class Boundary {
   // _restart: the completed node's PTW weight, the popped slots' blocks freed, the new slot pushed.
   void Restart() {
     const int64_t S = e_.slots, M = e_.members, N = e_.neurons, A = e_.grid, k = e_.capacity;
-    std::vector<float> alpha(M);
     std::vector<double> logits(M), log_r(S * N, 0.0), per_level(S), w_c(A);
     std::vector<int32_t> canon(S);
     std::vector<char> needed(S, 0);  // the slots of the levels completed .. depth, which W_c reads
@@ -313,7 +309,7 @@ class Boundary {
       for (int64_t n = 0; n < N && needed[s]; ++n) {
         const int64_t at = (g_ * S + s) * M * N + n;
         for (int64_t m = 0; m < M; ++m) logits[m] = e_.logprior[at + m * N] + e_.loglik[at + m * N];
-        log_r[s * N + n] = nctl::NodePosterior(logits.data(), M, 1, alpha.data());
+        log_r[s * N + n] = nctl::NodeLogEvidence(logits.data(), M, 1);
       }
     const int32_t i = adv_.closing - 1;
     for (int64_t n = 0; n < N; ++n) {

@@ -141,6 +141,10 @@ class NCTLCalls:
         self._work = make(ctypes.addressof(engine))
         self._addresses = (ctypes.addressof(engine), self._work, self._row.ctypes.data, self._label.ctypes.data,
                            self._out.ctypes.data, self._status.ctypes.data)
+        # a row's arguments, made once: ctypes passes its own objects faster than it converts numbers
+        engine, work, row, label, out, status = map(ctypes.c_void_p, self._addresses)
+        self._row_learn_args = (engine, work, row, label, ctypes.c_int64(1), out, status)
+        self._row_predict_args = (engine, work, row, ctypes.c_int64(1), out)
 
     def __del__(self):
         if getattr(self, "_work", None):
@@ -150,11 +154,11 @@ class NCTLCalls:
         """Learn the rows ``Z`` [n, d], labels ``Y`` [n], in order, up to and including the first whose
         boundary updates the pool, and not past ``2^max_depth`` steps. Returns ``(predictions [done, nets]
         float64, done, whether the last row's boundary updated the pool)``."""
-        engine, work, row, label, out, status = self._addresses
         if len(Z) == 1:
             self._row[0], self._label[0] = Z[0], Y[0]
-            done = self._learn(engine, work, row, label, 1, out, status)
+            done = self._learn(*self._row_learn_args)
             return self._out[:done].copy(), done, bool(self._status[0])
+        engine, work, _, _, _, status = self._addresses
         Z, Y = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(Y, np.int32)
         predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
         done = self._learn(engine, work, Z.ctypes.data, Y.ctypes.data, len(Z), predictions.ctypes.data, status)
@@ -176,11 +180,11 @@ class NCTLCalls:
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen predictions [n, nets] (float64) of the next step for the rows ``Z`` [n, d]."""
-        engine, work, row, _, out, _ = self._addresses
         if len(Z) == 1:
             self._row[0] = Z[0]
-            self._predict(engine, work, row, 1, out)
+            self._predict(*self._row_predict_args)
             return self._out.copy()
+        engine, work, *_ = self._addresses
         Z = np.ascontiguousarray(Z, np.float32)
         predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
         self._predict(engine, work, Z.ctypes.data, len(Z), predictions.ctypes.data)

@@ -34,7 +34,8 @@ inline int32_t SelectWinner(const double* loglik, const double* logprior, int64_
 
 // The mixture prior of a node over `count` stored members and the fresh one (last): [k + 1] at `stride`.
 inline void MemberLogPrior(int32_t count, int64_t k, double* prior, int64_t stride) {
-  for (int64_t m = 0; m < k; ++m) prior[m * stride] = m < count ? -std::log(2.0 * std::max(count, 1)) : -INFINITY;
+  const double stored = -std::log(2.0 * std::max(count, 1));
+  for (int64_t m = 0; m < k; ++m) prior[m * stride] = m < count ? stored : -INFINITY;
   prior[k * stride] = count > 0 ? std::log(0.5) : 0.0;
 }
 
@@ -74,8 +75,9 @@ struct Evidence {
 
   double Value() const {
     if (joint) return lse - std::log(count);
+    const double log_count = std::log(count);
     double total = 0.0;
-    for (size_t r = 0; r < sums.size(); ++r) total += used[r] ? std::log(sums[r]) - std::log(count) : 0.0;
+    for (size_t r = 0; r < sums.size(); ++r) total += used[r] ? std::log(sums[r]) - log_count : 0.0;
     return total;
   }
 

@@ -47,6 +47,15 @@ inline double NodePosterior(const double* logits, int64_t M, int64_t stride, flo
   return top + static_cast<double>(std::log(total));
 }
 
+// NodePosterior's log R alone, without the posterior (the same bits, and no division).
+inline double NodeLogEvidence(const double* logits, int64_t M, int64_t stride) {
+  double top = -INFINITY;
+  for (int64_t m = 0; m < M; ++m) top = std::max(top, logits[m * stride]);
+  float total = 0.0f;
+  for (int64_t m = 0; m < M; ++m) total += std::exp(static_cast<float>(logits[m * stride] - top));
+  return top + static_cast<double>(std::log(total));
+}
+
 // The canonical slot of each of the S tree levels: the deepest of the `size` live slots (levels `level`)
 // whose level is at most it.
 inline void CanonicalSlots(const int32_t* level, int32_t size, int64_t S, int32_t* canon) {
@@ -72,17 +81,19 @@ inline void MemberPosteriors(const NctlEngine& e, int64_t g, int32_t size, float
 }
 
 // The level prior Lambda_j with the split probability mixed over the grid (§3.3, §3.6), for the levels
-// j < S of one neuron: log_b at stride A N (level) and N (grid point).
+// j <= depth (j < S) of one neuron, the ones that have a prior (the deeper ones' is -inf): log_b at stride
+// A N (level) and N (grid point).
 inline void LevelPrior(const NctlEngine& e, const double* log_b, int64_t N, int32_t depth, double* prior) {
-  const int64_t S = e.slots, A = e.grid;
+  const int64_t A = e.grid, levels = std::min<int64_t>(e.slots, depth + 1);
   double lam[kMaxGrid], before[kMaxGrid];
   std::fill_n(before, A, 0.0);
-  for (int64_t j = 0; j < S; ++j) {
+  const double log_grid = std::log(static_cast<double>(A));
+  for (int64_t j = 0; j < levels; ++j) {
     for (int64_t a = 0; a < A; ++a) {
-      lam[a] = j <= depth ? before[a] + (j < depth ? e.log_stop[a] : 0.0) : -INFINITY;
+      lam[a] = before[a] + (j < depth ? e.log_stop[a] : 0.0);
       before[a] += e.log_split[a] + log_b[(j * A + a) * N];
     }
-    prior[j] = LogSumExp(lam, A) - std::log(static_cast<double>(A));
+    prior[j] = LogSumExp(lam, A) - log_grid;
   }
 }
 

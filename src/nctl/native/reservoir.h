@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
+#include <utility>
 #include <vector>
 
 namespace nctl {
@@ -52,18 +52,18 @@ inline int32_t Merge(int32_t n_a, int32_t seen_a, int32_t n_b, int32_t seen_b, i
   }
   const double weight_a = static_cast<float>(seen_a) / static_cast<float>(std::max(n_a, 1));
   const double weight_b = static_cast<float>(seen_b) / static_cast<float>(std::max(n_b, 1));
-  std::vector<double> score(2 * R);
+  // (-score, i) in increasing order is the largest score first, ties to the lower index: a total order, so
+  // the R first are the same however they are found (the R least picked, then sorted: faster than a
+  // partial sort)
+  std::vector<std::pair<double, int32_t>> ranked(2 * R);
   for (int32_t i = 0; i < 2 * R; ++i) {
     const bool valid = i < R ? i < n_a : i - R < n_b;
     const double u = Uniform(Mix(key + static_cast<uint64_t>(i + 1) * kGolden));
-    score[i] = valid ? std::log(u) / (i < R ? weight_a : weight_b) : -INFINITY;
+    ranked[i] = {valid ? -(std::log(u) / (i < R ? weight_a : weight_b)) : INFINITY, i};
   }
-  std::vector<int32_t> order(2 * R);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + R, order.end(), [&](int32_t a, int32_t b) {
-    return score[a] > score[b] || (score[a] == score[b] && a < b);
-  });
-  for (int32_t i = 0; i < R; ++i) positions[i] = i < n ? order[i] : -1;
+  std::nth_element(ranked.begin(), ranked.begin() + R, ranked.end());
+  std::sort(ranked.begin(), ranked.begin() + R);
+  for (int32_t i = 0; i < R; ++i) positions[i] = i < n ? ranked[i].second : -1;
   return n;
 }
 
