@@ -15,6 +15,10 @@ import ctypes
 import numpy as np
 
 from nctl import engines
+from nctl.core import mixing, pool
+from nctl.core.engine.config import LEARN_BLOCK, arenas_outgrown, configured, lean_arena_depth
+from nctl.core.rows import GGMRows
+from nctl.native.state import host_arrays
 
 MAX_LAYERS, MAX_GRID, MAX_SLOTS = 8, 64, 64  # nctl_state.h's kMaxLayers, kMaxGrid, posterior.h's kMaxSlots
 
@@ -73,9 +77,6 @@ class NCTLCalls:
     ``OnlineLearner.calls_for`` compares)."""
 
     def __init__(self, state, cfg):
-        from nctl.core import mixing, pool  # here: nctl.core imports JAX
-        from nctl.core.rows import GGMRows
-
         if not (isinstance(cfg.rows, GGMRows) and supports(len(cfg.layers), len(cfg.prior), cfg.pool.bounded)
                 and cfg.slots <= MAX_SLOTS):
             raise ValueError("the native engine runs NCTL with GGM rows in exact mode only")
@@ -196,8 +197,6 @@ def learn(calls_for, state, cfg, X, Y, stop=None):
     ``nctl.core.engine.learn`` learns them (the same blocks, boundaries and enlargements). ``calls_for(state,
     cfg)`` gives the ``NCTLCalls`` of a state. Returns ``(state, cfg, predictions [done, nets])``; where
     ``stop.asked`` turns true (``nctl.interrupts``), it ends after the block of rows it is in."""
-    from nctl.core.engine.config import LEARN_BLOCK, arenas_outgrown, lean_arena_depth
-
     probs, a = [], 0
     t = int(state.schedule.t)
     while a < len(X) and not (stop is not None and stop.asked):
@@ -223,7 +222,6 @@ def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
     import jax
 
     from nctl.core.engine import pad_to_grown
-    from nctl.core.engine.config import arenas_outgrown, lean_arena_depth
 
     observed = jax.jit(observe, static_argnums=1)
     probs, observations = [], []
@@ -259,9 +257,7 @@ def enlarge(state, cfg, wanted):
     the state once) and that engine."""
     import jax
 
-    from nctl.core.engine.config import configured
     from nctl.core.engine.resize import resize
-    from nctl.native.state import host_arrays
 
     new = configured(cfg, jax_programs=False, max_depth=wanted.max_depth, record_rows=wanted.record_rows,
                      arena_depth=wanted.arena_depth)
