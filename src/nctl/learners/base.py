@@ -146,12 +146,13 @@ class OnlineLearner:
 
     def adopt(self, state) -> None:
         """Make ``state`` (arrays of any kind, in the engines' one layout) this learner's state, held as its
-        engine holds it: writable host arrays for the native engine, arrays committed to the default
-        device for JAX (``committed``): the engine ``choose_engine`` chose."""
+        engine holds it: writable host arrays for the native engine (numpy arrays that are such already
+        are taken over, not copied: the learner then updates them), arrays committed to the default device
+        for JAX (``committed``): the engine ``choose_engine`` chose."""
         if self.engine_ is None:
             raise RuntimeError(f"{type(self).__name__}.adopt: no engine chosen yet (choose_engine)")
         if self.engine_ == engines.NATIVE:
-            self.state_ = host_arrays(state)  # a JAX array whose allocation failed raises here (``committed``)
+            self.state_ = host_arrays(state, copy=False)  # a JAX array whose allocation failed raises here
         else:
             self.state_ = committed(state)
 
@@ -299,7 +300,7 @@ class OnlineLearner:
         twin = type(self)(**self.params())
         if self.state_ is not None:
             twin.engine_ = self.engine_
-            twin.adopt(jax.tree.map(jnp.copy, self.state_) if self.engine_ == engines.JAX else self.state_)
+            twin.adopt(jax.tree.map(jnp.copy, self.state_) if self.engine_ == engines.JAX else host_arrays(self.state_))
         twin.n_features_, twin.t_ = self.n_features_, self.t_
         twin._first_rows = None if self._first_rows is None else list(self._first_rows)
         self._copy_extra(twin)

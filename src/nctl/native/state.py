@@ -5,10 +5,20 @@ a state's arrays in order (``leaves``, ``rebuilt``), as JAX orders them, without
 import numpy as np
 
 
-def host_arrays(state):
+def host_arrays(state, copy: bool = True):
     """``state`` (nested tuples and named tuples of arrays of any kind, and None for fields a configuration
-    has not) with every array copied into a writable, C-ordered numpy array."""
-    return rebuilt(state, [np.array(leaf, order="C", copy=True) for leaf in leaves(state)])
+    has not) with every array copied into a writable, C-ordered numpy array; with ``copy`` False, a numpy
+    array that is one already, owns its memory and is no other field's is taken as it is (a fresh state, a
+    loaded one: the C++ code then updates those arrays)."""
+    taken: set[int] = set()
+
+    def held(leaf):
+        if not copy and isinstance(leaf, np.ndarray) and id(leaf) not in taken:
+            taken.add(id(leaf))
+            return np.require(leaf, requirements=("C", "W", "O"))
+        return np.array(leaf, order="C", copy=True)
+
+    return rebuilt(state, [held(leaf) for leaf in leaves(state)])
 
 
 def leaves(state) -> list:
