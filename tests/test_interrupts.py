@@ -4,6 +4,7 @@ how many rows it learned, and is then exactly the learner that learned those row
 The signal is raised by the process itself right after a compiled call returns, the moment where a
 ``KeyboardInterrupt`` would lose the call's result after JAX had deleted the buffers it was given."""
 
+import gc
 import os
 import re
 import signal
@@ -180,3 +181,24 @@ def test_ctrl_c_while_nctl_run_compiles_exits_130_with_one_line():
             _, err = run.communicate(timeout=300)
             assert run.returncode == 130, (delay, run.returncode, err[-2000:])
             assert re.search(r"interrupted: \d of 2 seeds kept in ", err) and "Traceback" not in err
+
+
+def test_a_ctrl_c_while_a_garbage_collector_callback_runs_is_raised_once_it_returns():
+    """JAX's runtime runs a garbage-collector callback; a KeyboardInterrupt raised inside one is printed and
+    dropped by Python, and a run would go on: nctl's handler delivers the signal again after it."""
+    with interrupts.held():
+        pass  # nctl's handler is installed, as after any learning
+
+    def callback(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # Python looks for signals here, inside the callback
+                pass
+
+    gc.callbacks.append(callback)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gc.collect()
+            time.sleep(5)  # the signal comes again here, and ends the sleep
+    finally:
+        gc.callbacks.remove(callback)

@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from nctl import __version__, atomic
+from nctl import __version__, atomic, interrupts
 from nctl.arguments import at_least
 from nctl.data import cli as data_cli
 from nctl.experiments import configs, executors, report, sweep
@@ -290,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `nctl`: what it can do
         parser.print_help()
         return 0
+    interrupts.install()  # a Ctrl-C before the first learning, in JAX's garbage-collector callback, is not lost
     try:
         return args.func(args)
     except USER_ERRORS as error:
