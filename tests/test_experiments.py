@@ -98,6 +98,10 @@ def test_experiment_runs_end_to_end_on_a_tiny_size(name, mnist_dir, tmp_path):
         events = stored["seeds"][0]["learners"]["nctl"]["pool_events"]  # per neuron, every layer
         assert list(events) == [f"layer{i + 1}" for i in range(len(exp.network["layer_sizes"]))]
         assert all(set(layer) == {"refine", "skip", "add", "evict"} for layer in events.values())
+    learners = stored["seeds"][0].get("learners") or next(iter(stored["seeds"][0]["conditions"].values()))["learners"]
+    for learner, entry in learners.items():  # the engine of every nctl learner, to rerun it on that engine
+        assert ("engine" in entry) == (learner in ("nctl", "gln") or learner.startswith(("nctl-", "gln-"))), learner
+        assert entry.get("engine", "native") in ("native", "jax")
 
 
 def test_summary_gives_mean_std_and_confidence_interval_over_seeds():

@@ -213,17 +213,21 @@ def run_task_matrix(exp: Experiment, seed: int, data_dir, checkpoints: Path | No
             }
         out["learners"][name] = {"variants": variants, "curve_steps": result.steps.tolist(), "seconds": seconds,
                                  "params": learner_params(name, exp, stream, seed)}
-        out["learners"][name].update(pool_event_entry(learner))
+        out["learners"][name].update(learner_facts(learner))
     if earlier_seconds:
         out[EARLIER_SECONDS] = earlier_seconds
     return out
 
 
-def pool_event_entry(learner) -> dict:
-    """``{"pool_events": ...}`` for an NCTL learner that has learned, else nothing."""
-    if getattr(learner, "pool_events", None) is None or learner.state_ is None:
+def learner_facts(learner) -> dict:
+    """What a results file keeps of an nctl learner that has learned: the engine that ran it
+    (``nctl.engines``: ``native`` or ``jax``) and, for NCTL, its pool events; nothing for other models."""
+    if getattr(learner, "engine_", None) is None:
         return {}
-    return {"pool_events": pool_event_means(learner)}
+    facts = {"engine": learner.engine_}
+    if getattr(learner, "pool_events", None) is not None:
+        facts["pool_events"] = pool_event_means(learner)
+    return facts
 
 
 def pool_event_means(learner) -> dict:
@@ -269,7 +273,7 @@ def run_prequential(exp: Experiment, seed: int, data_dir, progress: StepProgress
             "seconds": seconds,
             "examples_per_s": len(stream) / seconds,
             "params": learner_params(name, exp, stream, seed),
-            **pool_event_entry(learner),
+            **learner_facts(learner),
         }
     return out
 
@@ -285,12 +289,13 @@ def _transfer_curves(exp: Experiment, seed: int, data_dir, build) -> dict:
         start = getattr(construction, "target_start", start)
         entry = {"steps": len(stream), "target": construction.target, "learners": {}}
         for name in exp.learners:
-            (run, _), seconds = _timed(prequential_run, name, exp, stream, seed)
+            (run, learner), seconds = _timed(prequential_run, name, exp, stream, seed)
             losses = _log_losses(run)
             entry["learners"][name] = {
                 "target_log_loss": losses[start: start + exp.window].tolist(),
                 "first_log_loss": losses[: exp.window].tolist(),
                 "seconds": seconds,
+                **learner_facts(learner),
             }
         out["conditions"][str(condition)] = entry
     return out
@@ -317,7 +322,7 @@ def run_oracles(exp: Experiment, seed: int, data_dir) -> dict:
         steps, binned = _binned(losses, exp.curve_points)
         out["learners"][name] = {"log_loss": float(losses.mean()), "accuracy": float(
             evaluate.correct_steps(run.probabilities, run.labels).mean()), "curve_steps": steps,
-            "binned_log_loss": binned, "seconds": seconds, **pool_event_entry(learner)}
+            "binned_log_loss": binned, "seconds": seconds, **learner_facts(learner)}
     return out
 
 
@@ -331,7 +336,7 @@ def run_substrate(exp: Experiment, seed: int, data_dir) -> dict:
         X, y = stream.tasks[0].test_set()
         out["learners"][name] = {"test_accuracy": evaluate.accuracy(learner.predict_proba_many(X), y),
                                  "seconds": seconds, "examples_per_s": len(stream) / seconds,
-                                 "params": learner_params(name, exp, stream, seed)}
+                                 "params": learner_params(name, exp, stream, seed), **learner_facts(learner)}
     return out
 
 
@@ -413,7 +418,7 @@ def run_regression(exp: Experiment, seed: int, data_dir, progress: StepProgress 
             else model[-1].learner.params(),
         }
         nctl_learner = None if name.startswith("river:") else model[-1].learner
-        out["learners"][name] = {**entry, **({} if nctl_learner is None else pool_event_entry(nctl_learner))}
+        out["learners"][name] = {**entry, **({} if nctl_learner is None else learner_facts(nctl_learner))}
     return out
 
 
