@@ -36,8 +36,8 @@ Where each part lives, in the order a step runs through them:
 * ``step``: one step: the posteriors (``posterior``), every layer (``layer``: member predictions and row
   updates, rows found through ``members``, blocks from ``arena``), the record, and the end of the step:
   the pool update when due (``pool_update``, each neuron's decision by ``decisions``), the restart;
-* ``records``: the record arena's garbage collection, and the records' contexts of an old save; ``resize``: a larger engine for a growing
-  learner; ``forks``: journals and undo.
+* ``records``: the record arena's garbage collection, and the records' contexts of an old save;
+  ``resize``: a larger engine for a growing learner; ``forks``: journals and undo.
 
 Layout (§6): neurons of all layers sit side by side in every per-neuron array (``N`` in all); each
 layer keeps its pool entries as ``arena.pool_rows [N_i, C, E, width]`` and its slots' trained rows as

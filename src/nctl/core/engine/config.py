@@ -167,8 +167,9 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
         width = rows.width(fan_in)
         blocks = block_bound(arena_depth, contexts, pool.min_segment, n)
         one_slot_bytes = slot_rows_bytes(n, pool.lanes, width)
-        shapes.append(LayerShape(offset, n, fan_in, width, blocks, jax_programs and _vectorised((max_depth + 1) * one_slot_bytes, rows),
-                                 _slot_chunk(max_depth + 1, one_slot_bytes), False))
+        vectorised = jax_programs and _vectorised((max_depth + 1) * one_slot_bytes, rows)
+        chunk = _slot_chunk(max_depth + 1, one_slot_bytes)
+        shapes.append(LayerShape(offset, n, fan_in, width, blocks, vectorised, chunk, False))
         offset += n
     cfg = EngineConfig(n_features, tuple(layer_sizes), context_bits, rows, pool, prior, n_classes, max_depth,
                        record_rows or 0, arena_depth, tuple(shapes))
