@@ -133,7 +133,7 @@ def jump_to(model: "nctl.NCTL", t: int, engine=engine, pool: int = SPLIT_MNIST.p
     model.state_ = None  # the state's buffers are donated to the jump: one copy of the arenas at a time
     advance = jax.jit(lambda s, n: jax.lax.fori_loop(0, n, lambda _, s: engine.step.advance(s, cfg, False), s),
                       donate_argnums=0)
-    model.adopt(jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1)))  # not in the timed window
+    model.adopt(jax.block_until_ready(advance(state, t - int(state.schedule.t) + 1)), handed_over=True)  # untimed
     model.t_ = t
 
 

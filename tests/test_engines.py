@@ -113,6 +113,21 @@ def test_a_copy_keeps_its_engine_and_its_own_arrays(engine):
     np.testing.assert_array_equal(learner.predict_proba_many(X), before)
 
 
+def test_a_state_adopted_from_another_learner_is_copied_unless_handed_over(engine):
+    """``adopt`` copies what the caller may still hold; ``handed_over`` (a fresh or loaded state) takes the
+    arrays as they are: the native engine then learns in the very arrays it was given."""
+    X, y = recurring_stream(60, 3, 2)
+    learner = nctl.GLN(layer_sizes=(2, 1))
+    learner.learn_many(X[:30], y[:30])
+    before = learner.predict_proba_many(X)
+    for handed_over in (False, True) if engine == "native" else (False,):
+        other = nctl.GLN(layer_sizes=(2, 1))
+        other.choose_engine(3)
+        other.adopt(learner.state_, handed_over=handed_over)
+        other.learn_many(X[30:], y[30:])
+        assert np.array_equal(learner.predict_proba_many(X), before) != handed_over
+
+
 @pytest.mark.parametrize("make", [nctl.GLN.tabular, nctl.NCTL.tabular], ids=["GLN", "NCTL"])
 def test_a_kept_forward_pass_is_never_stale(make, monkeypatch):
     """A one-row prediction keeps its forward pass for learning that row next (gln.cc, nctl.cc). Learning

@@ -56,8 +56,9 @@ class OnlineLearner:
         self.engine_: str | None = None  # the engine that runs the state (nctl.engines), chosen with it
 
     # -- subclass hooks: _fresh_state(n_features, xp) (pure; xp: numpy, or nctl.core.shape_only for the shapes
-    # alone), _learn(X, y, stop) -> probs [done, classes] of the rows learned, all of them unless a Ctrl-C was noted in ``stop`` (interrupts.held), where it ends
-    # after a block of rows with the state whole; _predict(X) -> [n, classes]; _checked_targets(y) -> y
+    # alone), _learn(X, y, stop) -> probs [done, classes] of the rows learned, all of them unless a Ctrl-C
+    # was noted in ``stop`` (interrupts.held), where it ends after a block of rows with the state whole;
+    # _predict(X) -> [n, classes]; _checked_targets(y) -> y
     # checked (labels by default), with _outputs what a regressor changes; _init_state may also set
     # host-side bookkeeping; _learn_then_predict(X, y, x, stop) -> (rows learned, the prediction [classes]
     # of x after learning them), when one call can do both;
@@ -129,7 +130,7 @@ class OnlineLearner:
             what, needed = f"{type(self).__name__} with {n_features} features", self._first_state_bytes(n_features)
             memory.check_fits(what, needed, self._memory_remedy)
             with memory.allocation(what, needed, self._memory_remedy):
-                self.adopt(self._init_state(n_features))
+                self.adopt(self._init_state(n_features), handed_over=True)
             self.n_features_ = n_features
 
     def choose_engine(self, n_features: int) -> str:
@@ -144,17 +145,19 @@ class OnlineLearner:
         ``nctl.engines`` says)."""
         return True
 
-    def adopt(self, state) -> None:
+    def adopt(self, state, handed_over: bool = False) -> None:
         """Make ``state`` (arrays of any kind, in the engines' one layout) this learner's state, held as its
-        engine holds it: writable host arrays for the native engine (numpy arrays that are such already
-        are taken over, not copied: the learner then updates them), arrays committed to the default device
-        for JAX (``committed``): the engine ``choose_engine`` chose."""
+        engine holds it: writable host arrays for the native engine, arrays committed to the default device
+        for JAX (``committed``): the engine ``choose_engine`` chose. The arrays are copied, unless
+        ``handed_over``: the caller holds them no longer (a fresh or a loaded state), and the learner takes
+        them as they are where it can (the native engine then updates its numpy arrays in place; JAX's
+        learning donates its arrays' buffers)."""
         if self.engine_ is None:
             raise RuntimeError(f"{type(self).__name__}.adopt: no engine chosen yet (choose_engine)")
         if self.engine_ == engines.NATIVE:
-            self.state_ = host_arrays(state, copy=False)  # a JAX array whose allocation failed raises here
+            self.state_ = host_arrays(state, copy=not handed_over)  # a JAX array whose allocation failed raises here
         else:
-            self.state_ = committed(state)
+            self.state_ = committed(state if handed_over else jax.tree.map(jnp.copy, state))
 
     def _outputs(self, probs: np.ndarray) -> np.ndarray:
         """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
@@ -300,7 +303,7 @@ class OnlineLearner:
         twin = type(self)(**self.params())
         if self.state_ is not None:
             twin.engine_ = self.engine_
-            twin.adopt(jax.tree.map(jnp.copy, self.state_) if self.engine_ == engines.JAX else host_arrays(self.state_))
+            twin.adopt(self.state_)
         twin.n_features_, twin.t_ = self.n_features_, self.t_
         twin._first_rows = None if self._first_rows is None else list(self._first_rows)
         self._copy_extra(twin)

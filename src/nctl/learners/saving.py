@@ -89,10 +89,10 @@ def _restore(path):
                 raise ValueError(f"array {i} has shape {got.shape} {got.dtype}, expected {want.shape} {want.dtype}")
             arrays.append(taken(got))
             del got
-    learner.adopt(rebuilt(template, arrays))
+    learner.adopt(rebuilt(template, arrays), handed_over=True)
     learner.n_features_, learner.t_ = meta["n_features"], meta["t"]
     if kind == "NCTL" and meta["format"] < 6:
-        learner.adopt(engine.with_record_contexts(learner.state_))
+        learner.adopt(engine.with_record_contexts(learner.state_), handed_over=True)
     return learner
 
 
