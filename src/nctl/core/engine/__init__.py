@@ -65,8 +65,9 @@ ON_JAX = {"finish_compiling": "ahead", "learn": "driver", "learn_then_predict": 
 
 
 def __getattr__(name: str):
-    if name in ON_JAX:
-        return getattr(importlib.import_module(f"{__name__}.{ON_JAX[name]}"), name)
+    if name in ON_JAX:  # kept here once imported: the JAX engine's calls read it per call
+        value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{ON_JAX[name]}"), name)
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
