@@ -21,18 +21,18 @@ import json, sys
 import numpy as np
 import nctl
 from river import preprocessing
-from nctl.river import GLNClassifier, GLNRegressor, NCTLClassifier
+from nctl.river import GLNClassifier, GLNRegressor, NCTLClassifier, NCTLRegressor
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((300, 4)).astype(np.float32)
 y = (X[:, 0] > 0).astype(int)
 models = [preprocessing.StandardScaler() | NCTLClassifier(), preprocessing.StandardScaler() | GLNClassifier(),
-          GLNRegressor()]
+          GLNRegressor(), NCTLRegressor()]
 for model in models:
     for row, label in zip(X[:100], y[:100]):
         x = {f"f{j}": float(v) for j, v in enumerate(row)}
         model.predict_one(x)
-        model.learn_one(x, float(row[1]) if model is models[2] else bool(label))
+        model.learn_one(x, bool(label) if model in models[:2] else float(row[1]))
 core = nctl.NCTL.tabular()
 core.learn_many(X, y)
 twin = core.copy()

@@ -1,4 +1,5 @@
-"""``nctl.NCTLRegressor`` against the literal network of ``tests/reference/nctl_gaussian_literal.py``.
+"""``nctl.NCTLRegressor`` against the literal network of ``tests/reference/nctl_gaussian_literal.py``, on the
+JAX engine's code paths and on the native engine.
 
 The reference shares no code with the engine: it is written from ``docs/algorithm.md`` (§1-§5 with the
 Gaussian neurons of §8) and takes only the gating hyperplanes from the learner. On tiny networks (2-3
@@ -116,18 +117,22 @@ def assert_same_events(got, want, when, closest):
                                           f"reference's closest decision was {closest:.2g} (relative) from a tie")
 
 
-# the engine's other code paths (docs/algorithm.md §6.2, §6.3; Gaussian rows never use the CPU kernel): as
-# large layers (slot by slot; pool decisions one neuron at a time; frozen predictions from each pool entry
-# once) for a case with a pool and a bounded one, and XLA's loop over chunks of 3 live slots for one case
+# the JAX engine's code paths (docs/algorithm.md §6.2, §6.3; Gaussian rows never use the CPU kernel): its
+# default on every case; as large layers (slot by slot; pool decisions one neuron at a time; frozen
+# predictions from each pool entry once) for a case with a pool and a bounded one, and XLA's loop over chunks
+# of 3 live slots for one case; and the native engine (§6.12) on every case in exact mode
 PER_SLOT = ["k3-grow-L4-joint-spacing", "k2-D7-L1-bounded1"]
 CHUNKED = ["k3-D7-L2"]
+NATIVE = [case for case in CASES if CASES[case][1].get("trained_members") is None]
 
 
 @pytest.mark.parametrize("case, code_path", [(case, "default") for case in CASES]
-                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED])
+                         + [(case, "per-slot") for case in PER_SLOT] + [(case, "chunked") for case in CHUNKED]
+                         + [(case, "native") for case in NATIVE])
 def test_nctl_regressor_matches_the_literal_network(case, code_path, monkeypatch):
     from nctl.core.engine import config, decisions, layer
 
+    monkeypatch.setenv("NCTL_ENGINE", "native" if code_path == "native" else "jax")
     if code_path == "per-slot":
         monkeypatch.setattr(config, "VECTORISED_LAYER_BYTES", 0)
         monkeypatch.setattr(layer, "LANE_PREDICTION_BYTES", 0)
@@ -137,9 +142,10 @@ def test_nctl_regressor_matches_the_literal_network(case, code_path, monkeypatch
         monkeypatch.setattr(config, "SLOT_CHUNK", 3)
     n_features, kwargs = settings(case)
     learner = nctl.NCTLRegressor(**kwargs)  # created after the code path is chosen
-    layers = learner.engine_config(n_features).layers
-    assert all(shape.vectorised == (code_path != "per-slot") for shape in layers)
-    assert all((shape.slot_chunk == 3) == (code_path == "chunked") for shape in layers)
+    if code_path != "native":
+        layers = learner.engine_config(n_features).layers
+        assert all(shape.vectorised == (code_path != "per-slot") for shape in layers)
+        assert all((shape.slot_chunk == 3) == (code_path == "chunked") for shape in layers)
     X, y = recurring_stream(STEPS, n_features)
     planes = one_network(learner.hyperplanes(n_features))
     want_means, want_variances, events_half, events_end, closest = run_reference(case, planes)
@@ -154,6 +160,7 @@ def test_nctl_regressor_matches_the_literal_network(case, code_path, monkeypatch
     np.testing.assert_allclose(means, want_means, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(variances, want_variances, rtol=1e-4, atol=1e-5)
     assert_same_events(learner.pool_events(), events_end, f"after {STEPS} steps", closest)
+    assert learner.engine_ == ("native" if code_path == "native" else "jax")
 
 
 # ----------------------------------------------------------------------------- the reference itself

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from nctl import engines, interrupts, memory
-from nctl.core import engine, shape_only, tree
+from nctl.core import engine, gln, shape_only, tree
 from nctl.core.pool import PoolConfig
 from nctl.deferred import jax
 from nctl.learners.base import bytes_of
@@ -54,6 +54,17 @@ class EngineLearner:
         if self.depth is None and arena_depth is None and not full:
             cfg = engine.configured(cfg, jax_programs, arena_depth=engine.lean_arena_depth(cfg, self._reserved_steps))
         return cfg
+
+    def native_engine_for(self, n_features: int) -> bool:
+        """Whether the native engine may run this learner with ``n_features`` inputs (``nctl.engines``
+        chooses): exact mode does, up to ``native_nctl.MAX_WEIGHTS`` weights per member over its class
+        networks; bounded mode (``trained_members``, §5.3) and larger networks run on JAX for now
+        (docs/algorithm.md §6.12)."""
+        rows, nets = self.rows, self.n_classes if self.n_classes > 2 else 1
+        weights = nets * sum(n * rows.width(fan_in)
+                             for n, fan_in in zip(self.layer_sizes, gln.fan_ins(n_features, self.layer_sizes)))
+        return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
+                                    self.trained_members is not None, weights)
 
     @property
     def cfg_(self) -> engine.EngineConfig:

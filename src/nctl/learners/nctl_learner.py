@@ -10,7 +10,6 @@ from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.engine_learner import EngineLearner
 from nctl.learners.presets import PAPER_NETWORKS, PAPER_POOL, TABULAR
-from nctl.native import nctl as native_nctl
 from nctl.params import NCTL_RULES, check_fields
 
 
@@ -106,17 +105,6 @@ class NCTL(EngineLearner, OnlineLearner):
         """The defaults of the river and scikit-learn adapters (``TABULAR``), measured on tabular
         streams against river's learners (docs/guide-river.md, "Defaults")."""
         return cls(**{**TABULAR, **overrides})
-
-    def native_engine_for(self, n_features: int) -> bool:
-        """Whether the native engine may run this learner with ``n_features`` inputs (``nctl.engines``
-        chooses): exact mode does, up to ``native_nctl.MAX_WEIGHTS`` weights per member over its class
-        networks; bounded mode (``trained_members``, §5.3) and larger networks run on JAX for now
-        (docs/algorithm.md §6.12)."""
-        rows, nets = self.rows, self.n_classes if self.n_classes > 2 else 1
-        weights = nets * sum(n * rows.width(fan_in)
-                             for n, fan_in in zip(self.layer_sizes, gln.fan_ins(n_features, self.layer_sizes)))
-        return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
-                                    self.trained_members is not None, weights)
 
     @property
     def rows(self) -> GGMRows:

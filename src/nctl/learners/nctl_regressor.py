@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nctl import engines
 from nctl.core import gln, tree
 from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
@@ -80,10 +81,6 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
         super().__post_init__()
         self.targets_ = np.zeros(3)  # the targets seen: their count, mean and sum of squared deviations
 
-    def native_engine_for(self, n_features: int) -> bool:
-        """The native engine does not run NCTL's Gaussian rows yet: JAX does."""
-        return False
-
     @property
     def rows(self) -> GaussianRows:
         """The row model of every neuron: Gaussian rows with this learner's settings (§8)."""
@@ -101,7 +98,9 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
         return (shifts[:len(q)] + scales[:len(q)] * q[:, 0, 0])[:, None], observations
 
     def _learn_then_distribution(self, X, y, x, stop):
-        """Learn ``X, y`` and predict ``x`` in one compiled call where it can (``engine.learn_then_predict``)."""
+        """Learn ``X, y`` and predict ``x``; on the JAX engine in one compiled call (``engine.learn_then_predict``)."""
+        if self.engine_ == engines.NATIVE:
+            return super()._learn_then_distribution(X, y, x, stop)
         _, _, scaled, _ = standardised(self.targets_, y)
         done, q = super()._learn_then_predict(X, scaled, x, stop)
         self.targets_ = standardised(self.targets_, y[:done])[3]

@@ -3,7 +3,8 @@
 // prepares the next step (the PTW weights, the pool updates of the segments that close, the restart of
 // their slots, the records kept for the next P steps). The arrays are the JAX engine's state
 // (nctl_state.h), updated in place; every step computes what nctl/core/engine/step.py computes, in the
-// same order, each row's dot product in the order of §6.11's kernels.
+// same order, each row's dot product in the order of §6.11's kernels. The step and the boundary are written
+// once over the row model (nctl_rows.h: GGM rows, or the Gaussian rows of §8.6), chosen per state.
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "arithmetic.h"
+#include "nctl_rows.h"
 #include "nctl_state.h"
 #include "pool.h"
 #include "posterior.h"
@@ -20,9 +22,17 @@
 
 namespace {
 
-using nctl::Clips;
+using nctl::GaussianModel;
+using nctl::GgmModel;
 using nctl::NctlEngine;
 using nctl::NctlLayer;
+
+// f(model) with the row model of engine e.
+template <typename F>
+auto WithModel(const NctlEngine& e, F&& f) {
+  if (e.gaussian) return f(GaussianModel(e));
+  return f(GgmModel(e));
+}
 
 // -- where a member's row lies (§6.2)
 
@@ -76,17 +86,15 @@ int32_t NewBlock(const NctlEngine& e, int64_t i, int64_t g, int64_t slot, int64_
   return layer.free[g * layer.blocks + std::clamp<int64_t>(top, 0, layer.blocks - 1)];
 }
 
-Clips RowClips(const NctlEngine& e) { return {e.low, e.high, e.max_weight, e.feature_bound}; }
-
 // -- one step (step.py): every network's forward pass, then when learning every trained row's update
 
 // One network's forward pass of one row: what learning that row reads back (§4.2, §6.2).
 struct Pass {
-  std::vector<float> q;  // [S, M, N] every live member's prediction
+  std::vector<float> q;  // [S, M, N, kOut] every live member's prediction
   std::vector<float> inputs;  // every layer's inputs u, one after the other
-  std::vector<float> hidden;  // [H] the inputs of layers 2..L without the bias (the record)
+  std::vector<float> hidden;  // [H] the inputs of layers 2..L as a record keeps them
   std::vector<int32_t> contexts;  // [N]
-  double output;
+  double output[2];  // the output neuron's (kOut values)
 };
 
 // What a call works in: the networks' passes, and scratch, sized once per state (kept between calls). The
@@ -94,7 +102,7 @@ struct Pass {
 // between, takes them instead of computing them again (the same numbers; `kept_row` says which row).
 struct Work {
   std::vector<Pass> passes;
-  std::vector<float> alpha, kept_row, q;
+  std::vector<float> alpha, kept_row, q, scratch;
   std::vector<const float*> rows;  // a node's members' rows
   std::vector<std::vector<float>> fresh;  // per layer: a fresh row
   std::vector<double> log_r, mass, p;
@@ -103,32 +111,35 @@ struct Work {
   bool kept = false;
 
   explicit Work(const NctlEngine& e) {
-    const int64_t S = e.slots, M = e.members, N = e.neurons;
-    int64_t inputs = 0;
+    WithModel(e, [&](auto model) { Size(e, model); });
+  }
+
+ private:
+  template <typename Model>
+  void Size(const NctlEngine& e, const Model&) {
+    const int64_t S = e.slots, M = e.members, N = e.neurons, out = Model::kOut;
+    int64_t inputs = 0, widest = 0;
     for (int64_t i = 0; i < e.n_layers; ++i) {
-      inputs += e.layer[i].width;
+      inputs += Model::InputFloats(e.layer[i].width), widest = std::max(widest, e.layer[i].width);
       fresh.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
     }
     passes.resize(e.nets);
     for (Pass& pass : passes) {
-      pass.q.resize(S * M * N), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
+      pass.q.resize(S * M * N * out), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
       pass.contexts.resize(N);
     }
-    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M), rows.resize(M);
-    log_r.resize(S * N), mass.resize(S * N), p.resize(N), canon.resize(S), stale.resize(S * N);
+    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M * out), scratch.resize(widest), rows.resize(M);
+    log_r.resize(S * N), mass.resize(S * N), p.resize(N * out), canon.resize(S), stale.resize(S * N);
   }
 };
-
-// log q(x) in float64 of a float32 prediction q that x = 1.
-double LogLikelihood(float q, bool x) { return std::log(x ? static_cast<double>(q) : 1.0 - static_cast<double>(q)); }
 
 // Network g's forward pass of row z into `pass` (the state unchanged): the posteriors, every layer's
 // members' predictions from their rows (a block's, or the source's where the block is not there yet), the
 // neurons' outputs mixed from them and the next layer's inputs (forward, learn=False).
-void Predict(const NctlEngine& e, int64_t g, const float* z, Pass& pass, Work& w) {
-  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits;
+template <typename Model>
+void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z, Pass& pass, Work& w) {
+  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits, out = Model::kOut;
   const int32_t size = *e.size;
-  const Clips clips = RowClips(e);
   nctl::MemberPosteriors(e, g, size, w.alpha.data(), w.log_r.data());
   nctl::CanonicalSlots(e.level, size, e.slots, w.canon.data());
   nctl::SlotMass(e, g, w.log_r.data(), w.canon.data(), w.mass.data());
@@ -136,50 +147,38 @@ void Predict(const NctlEngine& e, int64_t g, const float* z, Pass& pass, Work& w
     pass.contexts[n] = static_cast<int32_t>(
         nctl::Context(e.normals + (g * N + n) * s_bits * d, e.offsets + (g * N + n) * s_bits, z, s_bits, d));
   float* u = pass.inputs.data();
-  nctl::FeatureLogits(z, d, clips, u);
+  model.BaseInputs(z, d, u);
   float* hidden = pass.hidden.data();
   for (int64_t i = 0; i < e.n_layers; ++i) {
     const NctlLayer& layer = e.layer[i];
     const int64_t K = layer.width;
-    if (i > 0) hidden = std::copy(u, u + K - 1, hidden);
+    if (i > 0) hidden = Model::RecordValues(u, K, hidden);
     for (int64_t n = 0; n < layer.neurons; ++n) {
       const int64_t column = layer.offset + n, c = pass.contexts[column];
-      double p = 0.0;
       for (int64_t s = 0; s < size; ++s) {
         const int32_t block = BlockOf(e, g, s, column)[c];
         for (int64_t m = 0; m < M; ++m)
           w.rows[m] = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()) : BlockRow(e, layer, g, block, m);
-        nctl::PredictMany(w.rows.data(), M, u, K, clips, w.q.data());
-        float nu = 0.0f;
-        for (int64_t m = 0; m < M; ++m) {
-          pass.q[(s * M + m) * N + column] = w.q[m];
-          nu += w.alpha[(s * M + m) * N + column] * w.q[m];
-        }
-        p += w.mass[s * N + column] * static_cast<double>(nu);
+        model.PredictRows(w.rows.data(), M, u, K, w.q.data(), w.scratch.data());
+        for (int64_t m = 0; m < M; ++m)
+          std::copy_n(w.q.data() + m * out, out, pass.q.data() + ((s * M + m) * N + column) * out);
       }
-      w.p[n] = p;
+      Model::Mix(pass.q.data(), w.alpha.data(), w.mass.data(), size, M, N, column, w.p.data() + n * out);
     }
-    // the next layer's inputs: logit(clip(p)) in float64, rounded to float32, then the bias (input_logits)
-    float* next = u + K;
-    if (i + 1 < e.n_layers) {
-      for (int64_t n = 0; n < layer.neurons; ++n) {
-        const double p = std::min(std::max(w.p[n], e.prob_eps), 1.0 - e.prob_eps);
-        next[n] = static_cast<float>(std::log(p) - std::log1p(-p));
-      }
-      next[layer.neurons] = 1.0f;
-    }
+    float* next = u + Model::InputFloats(K);
+    if (i + 1 < e.n_layers) model.LayerInputs(w.p.data(), layer.neurons, next);
     u = next;
-    pass.output = w.p[0];
+    std::copy_n(w.p.data(), out, pass.output);
   }
 }
 
 // Network g learns x from its forward pass `pass` of this step: every live (slot, neuron) gets its block at
 // the step's context (allocate), every member's row its step (from its source where the block is new), and
 // every member's log q(x) is added to its segment's (§1.3, §4.2, §6.2).
-void Train(const NctlEngine& e, int64_t g, const Pass& pass, bool x, Work& w) {
-  const int64_t S = e.slots, M = e.members, N = e.neurons;
+template <typename Model>
+void Train(const NctlEngine& e, const Model& model, int64_t g, const Pass& pass, typename Model::Target x, Work& w) {
+  const int64_t S = e.slots, M = e.members, N = e.neurons, out = Model::kOut;
   const int32_t size = *e.size;
-  const Clips clips = RowClips(e);
   const float* u = pass.inputs.data();
   for (int64_t i = 0; i < e.n_layers; ++i) {
     const NctlLayer& layer = e.layer[i];
@@ -197,13 +196,13 @@ void Train(const NctlEngine& e, int64_t g, const Pass& pass, bool x, Work& w) {
         for (int64_t m = 0; m < M; ++m) {
           float* trained = BlockRow(e, layer, g, block, m);
           if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
-          const float q = pass.q[(s * M + m) * N + column];
-          nctl::Learn(trained, u, K, q, x ? 1.0f : 0.0f, e.learning_rate, clips);
-          e.loglik[((g * S + s) * M + m) * N + column] += LogLikelihood(q, x);
+          const float* q = pass.q.data() + ((s * M + m) * N + column) * out;
+          model.Learn(trained, u, K, q, x, w.scratch.data());
+          e.loglik[((g * S + s) * M + m) * N + column] += Model::LogLikelihood(q, x);
         }
       }
     }
-    u += K;
+    u += Model::InputFloats(K);
   }
 }
 
@@ -222,11 +221,12 @@ void Record(const NctlEngine& e, int64_t g, const Pass& pass) {
 }
 
 // Store step t's inputs and label, and offer it to every live slot's reservoir (_record).
-void RecordShared(const NctlEngine& e, const float* z, int32_t label) {
+template <typename Label>
+void RecordShared(const NctlEngine& e, const float* z, Label label) {
   const int32_t t = *e.t;
   const int32_t row = e.free_records[(t - 1) % e.chunk];
   std::copy(z, z + e.features, e.z + row * e.features);
-  e.y[row] = label;
+  static_cast<Label*>(e.y)[row] = label;
   for (int64_t s = 0; s < *e.size; ++s) {
     const uint64_t key = nctl::EventKey(*e.key, nctl::kSegmentTag, e.start[s], t);
     const int32_t position = nctl::Offer(e.segment_n + s, e.segment_seen + s, static_cast<int32_t>(e.reservoir), key);
@@ -248,17 +248,12 @@ struct Advance {
 
 int32_t TrailingZeros(int32_t n) { return __builtin_ctz(static_cast<uint32_t>(n)); }
 
-// The record's layer-i inputs u [K] (§4.3): its clipped features, or its hidden inputs, then the bias.
-void RecordInputs(const NctlEngine& e, int64_t g, int64_t i, int64_t id, float* u) {
-  const int64_t K = e.layer[i].width;
-  if (i == 0) {
-    for (int64_t j = 0; j + 1 < K; ++j)
-      u[j] = std::min(std::max(e.z[id * e.features + j], -e.feature_bound), e.feature_bound);
-  } else {
-    const float* values = e.hidden + (g * e.record_rows + id) * e.hidden_width + (e.layer[i - 1].offset);
-    std::copy(values, values + K - 1, u);
-  }
-  u[K - 1] = 1.0f;
+// The record's layer-i inputs u (§4.3): from its features, or from its hidden inputs, then the bias.
+template <typename Model>
+void RecordInputs(const NctlEngine& e, const Model& model, int64_t g, int64_t i, int64_t id, float* u) {
+  if (i == 0) return model.BaseInputs(e.z + id * e.features, e.features, u);
+  const float* values = e.hidden + (g * e.record_rows + id) * e.hidden_width + Model::kValues * e.layer[i - 1].offset;
+  Model::RecordInputs(values, e.layer[i].width, u);
 }
 
 // What one close's decisions read (decisions.Close) and the states stored at the boundary so far.
@@ -270,19 +265,17 @@ struct Pending {
         n(X * N, 0), seen(X * N, 0), born(X * N, 0), order(X * N, 0) {}
 };
 
-// q(x) in float64 of a float32 prediction q that x = 1.
-double Likelihood(float q, bool x) { return x ? static_cast<double>(q) : 1.0 - static_cast<double>(q); }
-
+template <typename Model>
 class Boundary {
  public:
-  Boundary(const NctlEngine& e, int64_t g, const Schedule& old, const Advance& adv, int32_t now)
-      : e_(e), g_(g), old_(old), adv_(adv), now_(now), clips_(RowClips(e)) {
-    int64_t widest = e.features + 1;
+  Boundary(const NctlEngine& e, const Model& model, int64_t g, const Schedule& old, const Advance& adv, int32_t now)
+      : e_(e), model_(model), g_(g), old_(old), adv_(adv), now_(now) {
+    int64_t widest = 0;
     for (int64_t i = 0; i < e.n_layers; ++i) {
       widest = std::max(widest, e.layer[i].width);
       fresh_.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
     }
-    u_.resize(widest);
+    u_.resize(Model::InputFloats(widest)), scratch_.resize(widest);
   }
 
   // update_pool for network g: every close's decisions, longest segment first, then pruning and writes.
@@ -361,7 +354,9 @@ class Boundary {
     return i;
   }
 
-  bool Target(int64_t id) const { return e_.y[id] == e_.positive[g_]; }
+  typename Model::Target Target(int64_t id) const {
+    return Model::TargetOf(static_cast<const typename Model::Label*>(e_.y)[id], e_.positive[g_]);
+  }
 
   // §4.5 for the segment of `slot`, the q-th close of this boundary, every neuron.
   void Close(int64_t slot, int32_t q, Pending& pending) {
@@ -436,13 +431,13 @@ class Boundary {
     for (int64_t r = 0; r < carried_n; ++r) {
       const int64_t id = std::max(carried[r], 0);
       const int32_t c = RecordContext(e_, g_, id, column);
-      RecordInputs(e_, g_, i, id, u_.data());
+      RecordInputs(e_, model_, g_, i, id, u_.data());
       const float* rows[2] = {MemberRow(e_, layer, g_, slot, winner, n, c, fresh_[i].data()),
                               EntryRow(e_, layer, g_, n, c, parent)};
-      float q[2];
-      nctl::PredictTogether<2>(rows, u_.data(), K, clips_, q);
-      new_ll += std::log(Likelihood(q[0], Target(id)));
-      old_ll += std::log(Likelihood(q[1], Target(id)));
+      float q[2 * Model::kOut];
+      model_.PredictRows(rows, 2, u_.data(), K, q, scratch_.data());
+      new_ll += std::log(Model::Likelihood(q, Target(id)));
+      old_ll += std::log(Model::Likelihood(q + Model::kOut, Target(id)));
     }
     return nctl::Beats(new_ll, old_ll, e_.refine_threshold, e_.tie_tolerance);
   }
@@ -468,12 +463,12 @@ class Boundary {
     std::vector<double> stored(R * k, 0.5), scored(R * members, 0.5);
     std::vector<const float*> rows(k + members);
     std::vector<double*> into(k + members);
-    std::vector<float> predicted(k + members);
+    std::vector<float> predicted((k + members) * Model::kOut);
     for (int64_t r = 0; r < R; ++r) {
       if (!used[r]) continue;
       const int64_t id = std::max(segment[r], 0);
       const int32_t c = RecordContext(e_, g_, id, column);
-      RecordInputs(e_, g_, i, id, u_.data());
+      RecordInputs(e_, model_, g_, i, id, u_.data());
       int64_t count = 0;
       for (int64_t j = 0; j < k; ++j)
         if (alive[j]) rows[count] = EntryRow(e_, layer, g_, n, c, roster[j]), into[count++] = &stored[r * k + j];
@@ -484,8 +479,8 @@ class Boundary {
         rows[count] = MemberRow(e_, layer, g_, from_slot, member, n, c, fresh_[i].data());
         into[count++] = &scored[r * members + m];
       }
-      nctl::PredictMany(rows.data(), count, u_.data(), K, clips_, predicted.data());
-      for (int64_t j = 0; j < count; ++j) *into[j] = Likelihood(predicted[j], Target(id));
+      model_.PredictRows(rows.data(), count, u_.data(), K, predicted.data(), scratch_.data());
+      for (int64_t j = 0; j < count; ++j) *into[j] = Model::Likelihood(predicted.data() + j * Model::kOut, Target(id));
     }
     nctl::Evidence evidence(used.get(), R, e_.joint_evidence);
     evidence.Add(stored.data(), k, alive.get(), k);
@@ -612,13 +607,13 @@ class Boundary {
   }
 
   const NctlEngine& e_;
+  const Model& model_;
   int64_t g_;
   const Schedule& old_;
   const Advance& adv_;
   int32_t now_;
-  Clips clips_;
   std::vector<std::vector<float>> fresh_;  // per layer: a fresh row
-  std::vector<float> u_;
+  std::vector<float> u_, scratch_;
   std::vector<char> in_pool_;
 };
 
@@ -665,7 +660,8 @@ int64_t ReserveRecords(const NctlEngine& e) {
 
 // Process the boundary of the next step (advance): the tree's weights, the pool updates of the segments
 // that close (where `pool_update`), the closed slots popped and the new one pushed.
-void AdvanceState(const NctlEngine& e, bool pool_update) {
+template <typename Model>
+void AdvanceState(const NctlEngine& e, const Model& model, bool pool_update) {
   const int64_t S = e.slots;
   Schedule old{*e.t, *e.depth, *e.size, std::vector<int32_t>(e.level, e.level + S),
                std::vector<int32_t>(e.start, e.start + S)};
@@ -682,7 +678,7 @@ void AdvanceState(const NctlEngine& e, bool pool_update) {
   e.level[adv.kept] = adv.closing;
   e.start[adv.kept] = t;
   for (int64_t g = 0; g < e.nets; ++g) {
-    Boundary boundary(e, g, old, adv, t);
+    Boundary<Model> boundary(e, model, g, old, adv, t);
     if (pool_update && e.max_closes) boundary.UpdatePool();
     boundary.Restart();
   }
@@ -690,13 +686,15 @@ void AdvanceState(const NctlEngine& e, bool pool_update) {
 }
 
 // One row's step of every network (from the kept passes where `kept`) and its record, its boundary not
-// processed: predictions [nets] receives the pre-update predictions.
-void StepRow(const NctlEngine& e, Work& w, const float* z, int32_t label, bool kept, double* predictions) {
+// processed: predictions [nets, kOut] receives the pre-update predictions.
+template <typename Model>
+void StepRow(const NctlEngine& e, const Model& model, Work& w, const float* z, typename Model::Label label, bool kept,
+             double* predictions) {
   for (int64_t g = 0; g < e.nets; ++g) {
     Pass& pass = w.passes[g];
-    if (!kept) Predict(e, g, z, pass, w);
-    predictions[g] = pass.output;
-    Train(e, g, pass, label == e.positive[g], w);
+    if (!kept) Predict(e, model, g, z, pass, w);
+    std::copy_n(pass.output, Model::kOut, predictions + g * Model::kOut);
+    Train(e, model, g, pass, Model::TargetOf(label, e.positive[g]), w);
     Record(e, g, pass);
   }
   RecordShared(e, z, label);
@@ -704,10 +702,18 @@ void StepRow(const NctlEngine& e, Work& w, const float* z, int32_t label, bool k
 
 // The boundary of the next step; where it updates the pool (t = 0 mod P), the record rows of the next P
 // steps are reserved then, status[0] = 1 and status[1] = the record rows no reservoir holds.
-void ProcessBoundary(const NctlEngine& e, int64_t* status) {
+template <typename Model>
+void ProcessBoundary(const NctlEngine& e, const Model& model, int64_t* status) {
   const bool due = *e.t % e.chunk == 0;
-  AdvanceState(e, due);
+  AdvanceState(e, model, due);
   status[0] = due, status[1] = due ? ReserveRecords(e) : 0;
+}
+
+// Whether the first row z of a call is the last one-row prediction's, whose passes are kept (then used up).
+bool TakeKept(const NctlEngine& e, Work& w, const float* z) {
+  const bool kept = w.kept && std::memcmp(z, w.kept_row.data(), e.features * sizeof(float)) == 0;
+  w.kept = false;
+  return kept;
 }
 
 }  // namespace
@@ -719,47 +725,60 @@ void* nctl_nctl_work(const NctlEngine* engine) { return new Work(*engine); }
 
 void nctl_nctl_free_work(void* work) { delete static_cast<Work*>(work); }
 
-// Learn rows Z [n, d] with labels Y [n] in order, each step followed by its boundary, until a boundary that
-// updates the pool is processed (status as ProcessBoundary's) or the tree would outgrow max_depth.
-// predictions [n, nets] (float64) receives each row's pre-update prediction. Returns the rows learned.
-int64_t nctl_nctl_learn(const NctlEngine* engine, void* work, const float* Z, const int32_t* Y, int64_t n,
+// Learn rows Z [n, d] with labels Y [n] (the row model's Label: int32 classes, or float32 targets) in order,
+// each step followed by its boundary, until a boundary that updates the pool is processed (status as
+// ProcessBoundary's) or the tree would outgrow max_depth. predictions [n, nets, kOut] (float64) receives each
+// row's pre-update prediction. Returns the rows learned.
+int64_t nctl_nctl_learn(const NctlEngine* engine, void* work, const float* Z, const void* Y, int64_t n,
                         double* predictions, int64_t* status) {
   const NctlEngine& e = *engine;
   Work& w = *static_cast<Work*>(work);
-  const bool kept = n > 0 && w.kept && std::memcmp(Z, w.kept_row.data(), e.features * sizeof(float)) == 0;
-  w.kept = false;
+  const bool kept = n > 0 && TakeKept(e, w, Z);
   status[0] = 0, status[1] = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    if (*e.t >= (int64_t{1} << e.max_depth)) return r;
-    StepRow(e, w, Z + r * e.features, Y[r], kept && r == 0, predictions + r * e.nets);
-    ProcessBoundary(e, status);
-    if (status[0]) return r + 1;
-  }
-  return n;
+  return WithModel(e, [&](auto model) -> int64_t {
+    using Model = decltype(model);
+    const auto* labels = static_cast<const typename Model::Label*>(Y);
+    for (int64_t r = 0; r < n; ++r) {
+      if (*e.t >= (int64_t{1} << e.max_depth)) return r;
+      StepRow(e, model, w, Z + r * e.features, labels[r], kept && r == 0, predictions + r * e.nets * Model::kOut);
+      ProcessBoundary(e, model, status);
+      if (status[0]) return r + 1;
+    }
+    return n;
+  });
 }
 
-// One row's step (z [d], label y) with its boundary left unprocessed, for a caller that looks at the state
-// in between (nctl_nctl_boundary processes it); predictions [nets]. The tree must have room for the step.
-void nctl_nctl_step(const NctlEngine* engine, void* work, const float* z, int32_t y, double* predictions) {
+// One row's step (z [d], the label at y) with its boundary left unprocessed, for a caller that looks at the
+// state in between (nctl_nctl_boundary processes it); predictions [nets, kOut]. The tree must have room for
+// the step.
+void nctl_nctl_step(const NctlEngine* engine, void* work, const float* z, const void* y, double* predictions) {
+  const NctlEngine& e = *engine;
   Work& w = *static_cast<Work*>(work);
-  const bool kept = w.kept && std::memcmp(z, w.kept_row.data(), engine->features * sizeof(float)) == 0;
-  w.kept = false;
-  StepRow(*engine, w, z, y, kept, predictions);
+  const bool kept = TakeKept(e, w, z);
+  WithModel(e, [&](auto model) {
+    using Model = decltype(model);
+    StepRow(e, model, w, z, *static_cast<const typename Model::Label*>(y), kept, predictions);
+  });
 }
 
 // The boundary after nctl_nctl_step (status as ProcessBoundary's).
-void nctl_nctl_boundary(const NctlEngine* engine, int64_t* status) { ProcessBoundary(*engine, status); }
+void nctl_nctl_boundary(const NctlEngine* engine, int64_t* status) {
+  WithModel(*engine, [&](auto model) { ProcessBoundary(*engine, model, status); });
+}
 
-// Frozen predictions [n, nets] (float64) of the next step for rows Z [n, d]; the state does not change. The
-// passes of a single row are kept.
+// Frozen predictions [n, nets, kOut] (float64) of the next step for rows Z [n, d]; the state does not change.
+// The passes of a single row are kept.
 void nctl_nctl_predict(const NctlEngine* engine, void* work, const float* Z, int64_t n, double* predictions) {
   const NctlEngine& e = *engine;
   Work& w = *static_cast<Work*>(work);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t g = 0; g < e.nets; ++g) {
-      Predict(e, g, Z + r * e.features, w.passes[g], w);
-      predictions[r * e.nets + g] = w.passes[g].output;
-    }
+  WithModel(e, [&](auto model) {
+    using Model = decltype(model);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t g = 0; g < e.nets; ++g) {
+        Predict(e, model, g, Z + r * e.features, w.passes[g], w);
+        std::copy_n(w.passes[g].output, Model::kOut, predictions + (r * e.nets + g) * Model::kOut);
+      }
+  });
   w.kept = n == 1;
   if (w.kept) std::copy(Z, Z + e.features, w.kept_row.begin());
 }

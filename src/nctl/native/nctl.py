@@ -1,5 +1,5 @@
-"""The native engine's NCTL (``nctl.cc``): the state of ``nctl.core.engine`` (GGM rows, exact mode), as
-numpy arrays in the JAX engine's layout, learned and predicted in place by C++ through ``ctypes``
+"""The native engine's NCTL (``nctl.cc``): the state of ``nctl.core.engine`` (GGM or Gaussian rows, exact
+mode), as numpy arrays in the JAX engine's layout, learned and predicted in place by C++ through ``ctypes``
 (docs/algorithm.md §6.12).
 
 ``NCTLCalls`` is made once per state and holds the C structure that points at its arrays, so a call passes
@@ -17,7 +17,9 @@ import numpy as np
 from nctl import engines
 from nctl.core import mixing, pool
 from nctl.core.engine.config import LEARN_BLOCK, arenas_outgrown, configured, lean_arena_depth
+from nctl.core.gaussian import GaussianRows
 from nctl.core.rows import GGMRows
+from nctl.native import gaussian_gln
 from nctl.native.state import host_arrays
 
 MAX_LAYERS, MAX_GRID, MAX_SLOTS = 8, 64, 64  # nctl_state.h's kMaxLayers, kMaxGrid, posterior.h's kMaxSlots
@@ -29,7 +31,7 @@ MAX_WEIGHTS = 2**14  # a member's weights over every class network (sum_i N_i K_
 
 
 def supports(n_layers: int, grid: int, bounded: bool, weights: int = 0) -> bool:
-    """Whether the native engine runs NCTL (GGM rows) of ``n_layers`` layers with a grid of ``grid`` split
+    """Whether the native engine runs NCTL (GGM or Gaussian rows) of ``n_layers`` layers with a grid of ``grid`` split
     probabilities, in bounded mode (§5.3) or not, with ``weights`` per member over its class networks (0:
     not known yet): exact mode only, and networks of at most ``MAX_WEIGHTS``, for now."""
     return not bounded and n_layers <= MAX_LAYERS and grid <= MAX_GRID and weights <= MAX_WEIGHTS
@@ -52,8 +54,9 @@ _ARRAYS = ("t", "depth", "size", "level", "start", "normals", "offsets", "loglik
 
 
 class _Engine(ctypes.Structure):
-    _fields_ = ([(name, ctypes.c_int64) for name in _SIZES]
-                + [(name, ctypes.c_float) for name in ("learning_rate", "low", "high", "max_weight", "feature_bound")]
+    _fields_ = ([(name, ctypes.c_int64) for name in _SIZES] + [("gaussian", ctypes.c_int64)]
+                + [(name, ctypes.c_float) for name in ("learning_rate", "low", "high", "max_weight", "feature_bound",
+                                                       "min_precision", "max_precision", "max_mean")]
                 + [(name, ctypes.c_double) for name in ("prob_eps", "refine_threshold", "skip_threshold",
                                                         "tie_tolerance")]
                 + [("joint_evidence", ctypes.c_int64), ("spacing", ctypes.c_int64),
@@ -77,9 +80,9 @@ class NCTLCalls:
     ``OnlineLearner.calls_for`` compares)."""
 
     def __init__(self, state, cfg):
-        if not (isinstance(cfg.rows, GGMRows) and supports(len(cfg.layers), len(cfg.prior), cfg.pool.bounded)
-                and cfg.slots <= MAX_SLOTS):
-            raise ValueError("the native engine runs NCTL with GGM rows in exact mode only")
+        if not (isinstance(cfg.rows, (GGMRows, GaussianRows))
+                and supports(len(cfg.layers), len(cfg.prior), cfg.pool.bounded) and cfg.slots <= MAX_SLOTS):
+            raise ValueError("the native engine runs NCTL with GGM or Gaussian rows in exact mode only")
         library = engines.native_library()
         self.layers, self.cfg = state, cfg
         nets, slots, rows = state.nets, state.nets.slots, cfg.rows
@@ -90,10 +93,7 @@ class NCTLCalls:
                      reservoir=cfg.pool.reservoir_size, record_rows=cfg.record_rows, hidden_width=cfg.hidden_width,
                      chunk=cfg.chunk, chunk_log2=cfg.pool.min_segment_log2, grid=len(cfg.prior),
                      neurons=cfg.neurons, max_depth=cfg.max_depth, context_bytes=cfg.context_dtype.itemsize)
-        low = np.float32(rows.prob_eps)
-        engine = _Engine(**sizes, learning_rate=np.float32(rows.learning_rate), low=low, high=np.float32(1) - low,
-                         max_weight=np.float32(rows.max_weight), feature_bound=np.float32(mixing.logit_bound(rows.prob_eps)),
-                         prob_eps=rows.prob_eps, refine_threshold=cfg.pool.refine_threshold,
+        engine = _Engine(**sizes, **_row_settings(rows), refine_threshold=cfg.pool.refine_threshold,
                          skip_threshold=cfg.pool.skip_threshold, tie_tolerance=pool.tie_tolerance(rows.dtype),
                          joint_evidence=cfg.pool.joint_evidence, spacing=cfg.pool.eviction == "spacing")
         for a, prior in enumerate(cfg.prior):
@@ -117,7 +117,7 @@ class NCTLCalls:
             entry_n=(pool_state.lineage.n, i32), entry_seen=(pool_state.lineage.seen, i32),
             roster=(pool_state.roster, i32), next_order=(pool_state.next_order, i32), events=(pool_state.events, i32),
             hidden=(nets.hidden, np.float32), record_contexts=(nets.record_contexts, cfg.context_dtype),
-            z=(records.z, np.float32), y=(records.y, i32), segment_ids=(records.segment.ids, i32),
+            z=(records.z, np.float32), y=(records.y, rows.label_dtype), segment_ids=(records.segment.ids, i32),
             segment_n=(records.segment.n, i32), segment_seen=(records.segment.seen, i32),
             free_records=(records.free, i32), records_ok=(records.ok, np.bool_), key=(state.key, np.uint64),
             positive=(self._positive, i32))
@@ -125,15 +125,17 @@ class NCTLCalls:
             setattr(engine, name, _checked(array, dtype))
         self._engine = engine
         self._status = np.zeros(2, np.int64)
-        self._row, self._label = np.zeros((1, cfg.n_features), np.float32), np.zeros(1, np.int32)
-        self._out = np.zeros((1, cfg.n_nets), np.float64)
+        # a row, its label and its predictions [rows, nets, *prediction_shape]
+        self._row, self._label = np.zeros((1, cfg.n_features), np.float32), np.zeros(1, rows.label_dtype)
+        self._prediction_shape = (cfg.n_nets, *rows.prediction_shape)
+        self._out = np.zeros((1, *self._prediction_shape), np.float64)
         self._learn, self._predict = library.nctl_nctl_learn, library.nctl_nctl_predict
         self._learn.restype, self._predict.restype = ctypes.c_int64, None
         self._learn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
         self._predict.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
         self._step, self._boundary = library.nctl_nctl_step, library.nctl_nctl_boundary
         self._step.restype = self._boundary.restype = None
-        self._step.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int32, ctypes.c_void_p]
+        self._step.argtypes = [ctypes.c_void_p] * 5
         self._boundary.argtypes = [ctypes.c_void_p] * 2
         make, self._free = library.nctl_nctl_work, library.nctl_nctl_free_work
         make.restype, make.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
@@ -152,25 +154,27 @@ class NCTLCalls:
             self._free(self._work)
 
     def learn(self, Z: np.ndarray, Y: np.ndarray):
-        """Learn the rows ``Z`` [n, d], labels ``Y`` [n], in order, up to and including the first whose
-        boundary updates the pool, and not past ``2^max_depth`` steps. Returns ``(predictions [done, nets]
-        float64, done, whether the last row's boundary updated the pool)``."""
+        """Learn the rows ``Z`` [n, d], labels ``Y`` [n] (classes, or a regressor's standardised targets), in
+        order, up to and including the first whose boundary updates the pool, and not past ``2^max_depth``
+        steps. Returns ``(predictions [done, nets, *rows.prediction_shape] float64, done, whether the last row's
+        boundary updated the pool)``."""
         if len(Z) == 1:
             self._row[0], self._label[0] = Z[0], Y[0]
             done = self._learn(*self._row_learn_args)
             return self._out[:done].copy(), done, bool(self._status[0])
         engine, work, _, _, _, status = self._addresses
-        Z, Y = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(Y, np.int32)
-        predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
+        Z, Y = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(Y, self._label.dtype)
+        predictions = np.empty((len(Z), *self._prediction_shape), np.float64)
         done = self._learn(engine, work, Z.ctypes.data, Y.ctypes.data, len(Z), predictions.ctypes.data, status)
         return predictions[:done], done, bool(self._status[0])
 
     def step(self, z: np.ndarray, y) -> np.ndarray:
         """Learn the row ``z`` [d] with label ``y`` and leave its boundary to ``boundary``: the pre-update
-        predictions [nets] (float64). The tree must have room for the step (``2^max_depth`` steps)."""
-        engine, work, row, _, out, _ = self._addresses
-        self._row[0] = z
-        self._step(engine, work, row, int(y), out)
+        predictions [nets, *rows.prediction_shape] (float64). The tree must have room for the step
+        (``2^max_depth`` steps)."""
+        engine, work, row, label, out, _ = self._addresses
+        self._row[0], self._label[0] = z, y
+        self._step(engine, work, row, label, out)
         return self._out[0].copy()
 
     def boundary(self) -> bool:
@@ -180,23 +184,37 @@ class NCTLCalls:
         return bool(self._status[0])
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
-        """Frozen predictions [n, nets] (float64) of the next step for the rows ``Z`` [n, d]."""
+        """Frozen predictions [n, nets, *rows.prediction_shape] (float64) of the next step for the rows ``Z``
+        [n, d]."""
         if len(Z) == 1:
             self._row[0] = Z[0]
             self._predict(*self._row_predict_args)
             return self._out.copy()
         engine, work, *_ = self._addresses
         Z = np.ascontiguousarray(Z, np.float32)
-        predictions = np.empty((len(Z), self.cfg.n_nets), np.float64)
+        predictions = np.empty((len(Z), *self._prediction_shape), np.float64)
         self._predict(engine, work, Z.ctypes.data, len(Z), predictions.ctypes.data)
         return predictions
+
+
+def _row_settings(rows) -> dict:
+    """The row model's fields of the C structure, float32 as the JAX engine rounds them."""
+    if isinstance(rows, GaussianRows):
+        clips = gaussian_gln.clips(rows)
+        return dict(gaussian=1, learning_rate=clips.learning_rate, max_weight=clips.max_weight,
+                    feature_bound=clips.feature_bound, min_precision=clips.min_precision,
+                    max_precision=clips.max_precision, max_mean=clips.max_mean)
+    low = np.float32(rows.prob_eps)
+    return dict(learning_rate=np.float32(rows.learning_rate), low=low, high=np.float32(1) - low,
+                max_weight=np.float32(rows.max_weight), feature_bound=np.float32(mixing.logit_bound(rows.prob_eps)),
+                prob_eps=rows.prob_eps)
 
 
 def learn(calls_for, state, cfg, X, Y, stop=None):
     """Learn the rows of ``X`` [n, d], ``Y`` [n] in order on the host state ``state`` of ``cfg``, as
     ``nctl.core.engine.learn`` learns them (the same blocks, boundaries and enlargements). ``calls_for(state,
-    cfg)`` gives the ``NCTLCalls`` of a state. Returns ``(state, cfg, predictions [done, nets])``; where
-    ``stop.asked`` turns true (``nctl.interrupts``), it ends after the block of rows it is in."""
+    cfg)`` gives the ``NCTLCalls`` of a state. Returns ``(state, cfg, predictions [done, nets,
+    *rows.prediction_shape])``; where ``stop.asked`` turns true (``nctl.interrupts``), it ends after the block of rows it is in."""
     probs, a = [], 0
     t = int(state.schedule.t)
     while a < len(X) and not (stop is not None and stop.asked):
@@ -210,14 +228,14 @@ def learn(calls_for, state, cfg, X, Y, stop=None):
             state, cfg = enlarge(state, cfg, records_doubled(cfg, t))
         elif not due and done < n:  # the tree outgrew max_depth
             state, cfg = enlarge(state, cfg, cfg._replace(max_depth=cfg.max_depth + 1, arena_depth=cfg.max_depth + 1))
-    probs = probs[0] if len(probs) == 1 else np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets))
+    probs = probs[0] if len(probs) == 1 else np.concatenate(probs) if probs else np.zeros((0, cfg.n_nets, *cfg.rows.prediction_shape))
     return state, cfg, probs
 
 
 def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
     """``learn`` one row at a time, with ``observe(state, cfg)`` (a module-level JAX function, compiled once
     per configuration) taken after each step is learned and before its boundary is processed, as
-    ``nctl.core.engine.learn`` takes it. Returns ``(state, cfg, predictions [done, nets], observations
+    ``nctl.core.engine.learn`` takes it. Returns ``(state, cfg, predictions [done, nets, ...], observations
     stacked per step)``."""
     import jax
 
@@ -240,7 +258,7 @@ def learn_observed(calls_for, state, cfg, X, Y, observe, stop=None):
         if calls.boundary() and not state.records.ok:
             state, cfg = enlarge(state, cfg, records_doubled(cfg, t))
     if not probs:
-        return state, cfg, np.zeros((0, cfg.n_nets)), None
+        return state, cfg, np.zeros((0, cfg.n_nets, *cfg.rows.prediction_shape)), None
     return state, cfg, np.array(probs), jax.tree.map(lambda *parts: np.concatenate(pad_to_grown(parts)), *observations)
 
 

@@ -23,8 +23,10 @@ struct NctlEngine {
   // sizes
   int64_t nets, n_layers, features, bits, contexts, slots, capacity, members, entries, max_closes, lanes,
       reservoir, record_rows, hidden_width, chunk, chunk_log2, grid, neurons, max_depth, context_bytes;
-  // the row model (GGMRows) and the pool's rules (PoolConfig)
-  float learning_rate, low, high, max_weight, feature_bound;
+  // the row model (nctl_rows.h): Gaussian rows (GaussianRows) where `gaussian`, else GGM rows (GGMRows); the
+  // pool's rules (PoolConfig)
+  int64_t gaussian;
+  float learning_rate, low, high, max_weight, feature_bound, min_precision, max_precision, max_mean;
   double prob_eps, refine_threshold, skip_threshold, tie_tolerance;
   int64_t joint_evidence, spacing;
   double log_stop[kMaxGrid], log_split[kMaxGrid];  // the split-probability grid (§3.6)
@@ -48,7 +50,7 @@ struct NctlEngine {
   void* record_contexts;  // [nets, A_r, N] int16 (context_bytes 2) or int32
   // records
   float* z;  // [A_r, d]
-  int32_t* y;  // [A_r]
+  void* y;  // [A_r] the row model's Label: int32 classes, or float32 targets
   int32_t *segment_ids, *segment_n, *segment_seen;  // [S, R], [S], [S]
   int32_t* free_records;  // [P]
   bool* records_ok;
