@@ -21,9 +21,10 @@ struct GaussianNetwork {
   nctl::GaussianClips clips;
 };
 
-// A layer's inputs: means, precisions and their products, kBias bias Gaussians last.
+// A layer's inputs: means, precisions and their products, kBias bias Gaussians last, and |lambda|^2.
 struct Inputs {
   std::vector<float> mu, lambda, lambda_mu;
+  float lambda_norm = 0.0f;
   explicit Inputs(int64_t widest) : mu(widest), lambda(widest), lambda_mu(widest) {}
 
   // The first n inputs set by set(i) -> (mean, precision), then the bias.
@@ -32,6 +33,7 @@ struct Inputs {
     for (int64_t i = 0; i < n; ++i) set(i, &mu[i], &lambda[i]);
     for (int64_t b = 0; b < kBias; ++b) mu[n + b] = kBiasMeans[b], lambda[n + b] = 1.0f;
     for (int64_t i = 0; i < n + kBias; ++i) lambda_mu[i] = lambda[i] * mu[i];
+    lambda_norm = nctl::SumProducts(lambda.data(), lambda.data(), n + kBias);
     return n + kBias;
   }
 };
@@ -50,11 +52,10 @@ void Step(const GaussianNetwork& network, int64_t g, const float* z, bool learn,
       const int64_t neuron = g * layer.neurons + j;
       const int64_t c = nctl::Context(layer.normals + neuron * s * d, layer.offsets + neuron * s, z, s, d);
       float* row = layer.weights + (neuron * contexts + c) * k;
-      nctl::PredictGaussian(row, u.lambda.data(), u.lambda_mu.data(), k, network.clips, w.data(), &means[j],
-                            &precisions[j]);
-      if (learn)
-        nctl::LearnGaussian(row, u.mu.data(), u.lambda.data(), k, means[j], precisions[j], x, network.clips,
-                            w.data());
+      float shift;
+      nctl::PredictGaussian(row, u.lambda.data(), u.lambda_mu.data(), u.lambda_norm, k, network.clips, w.data(),
+                            &means[j], &precisions[j], &shift);
+      if (learn) nctl::LearnGaussian(row, u.mu.data(), u.lambda.data(), k, means[j], precisions[j], shift, x, network.clips);
     }
     k = u.Fill(layer.neurons, [&](int64_t j, float* mu, float* lambda) { *mu = means[j], *lambda = precisions[j]; });
   }

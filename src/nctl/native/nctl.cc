@@ -90,7 +90,7 @@ int32_t NewBlock(const NctlEngine& e, int64_t i, int64_t g, int64_t slot, int64_
 
 // One network's forward pass of one row: what learning that row reads back (§4.2, §6.2).
 struct Pass {
-  std::vector<float> q;  // [S, M, N, kOut] every live member's prediction
+  std::vector<float> q;  // [S, M, N, kMember] every live member's prediction
   std::vector<float> inputs;  // every layer's inputs u, one after the other
   std::vector<float> hidden;  // [H] the inputs of layers 2..L as a record keeps them
   std::vector<int32_t> contexts;  // [N]
@@ -117,7 +117,7 @@ struct Work {
  private:
   template <typename Model>
   void Size(const NctlEngine& e, const Model&) {
-    const int64_t S = e.slots, M = e.members, N = e.neurons, out = Model::kOut;
+    const int64_t S = e.slots, M = e.members, N = e.neurons, kept = Model::kMember;
     int64_t inputs = 0, widest = 0;
     for (int64_t i = 0; i < e.n_layers; ++i) {
       inputs += Model::InputFloats(e.layer[i].width), widest = std::max(widest, e.layer[i].width);
@@ -125,11 +125,11 @@ struct Work {
     }
     passes.resize(e.nets);
     for (Pass& pass : passes) {
-      pass.q.resize(S * M * N * out), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
+      pass.q.resize(S * M * N * kept), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
       pass.contexts.resize(N);
     }
-    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M * out), scratch.resize(widest), rows.resize(M);
-    log_r.resize(S * N), mass.resize(S * N), p.resize(N * out), canon.resize(S), stale.resize(S * N);
+    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M * kept), scratch.resize(Model::kScratch * widest), rows.resize(M);
+    log_r.resize(S * N), mass.resize(S * N), p.resize(N * Model::kOut), canon.resize(S), stale.resize(S * N);
   }
 };
 
@@ -138,7 +138,7 @@ struct Work {
 // neurons' outputs mixed from them and the next layer's inputs (forward, learn=False).
 template <typename Model>
 void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z, Pass& pass, Work& w) {
-  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits, out = Model::kOut;
+  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits, out = Model::kOut, kept = Model::kMember;
   const int32_t size = *e.size;
   nctl::MemberPosteriors(e, g, size, w.alpha.data(), w.log_r.data());
   nctl::CanonicalSlots(e.level, size, e.slots, w.canon.data());
@@ -161,7 +161,7 @@ void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z,
           w.rows[m] = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()) : BlockRow(e, layer, g, block, m);
         model.PredictRows(w.rows.data(), M, u, K, w.q.data(), w.scratch.data());
         for (int64_t m = 0; m < M; ++m)
-          std::copy_n(w.q.data() + m * out, out, pass.q.data() + ((s * M + m) * N + column) * out);
+          std::copy_n(w.q.data() + m * kept, kept, pass.q.data() + ((s * M + m) * N + column) * kept);
       }
       Model::Mix(pass.q.data(), w.alpha.data(), w.mass.data(), size, M, N, column, w.p.data() + n * out);
     }
@@ -177,7 +177,7 @@ void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z,
 // every member's log q(x) is added to its segment's (§1.3, §4.2, §6.2).
 template <typename Model>
 void Train(const NctlEngine& e, const Model& model, int64_t g, const Pass& pass, typename Model::Target x, Work& w) {
-  const int64_t S = e.slots, M = e.members, N = e.neurons, out = Model::kOut;
+  const int64_t S = e.slots, M = e.members, N = e.neurons, kept = Model::kMember;
   const int32_t size = *e.size;
   const float* u = pass.inputs.data();
   for (int64_t i = 0; i < e.n_layers; ++i) {
@@ -196,8 +196,8 @@ void Train(const NctlEngine& e, const Model& model, int64_t g, const Pass& pass,
         for (int64_t m = 0; m < M; ++m) {
           float* trained = BlockRow(e, layer, g, block, m);
           if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
-          const float* q = pass.q.data() + ((s * M + m) * N + column) * out;
-          model.Learn(trained, u, K, q, x, w.scratch.data());
+          const float* q = pass.q.data() + ((s * M + m) * N + column) * kept;
+          model.Learn(trained, u, K, q, x);
           e.loglik[((g * S + s) * M + m) * N + column] += Model::LogLikelihood(q, x);
         }
       }
@@ -275,7 +275,7 @@ class Boundary {
       widest = std::max(widest, e.layer[i].width);
       fresh_.emplace_back(e.layer[i].width, static_cast<float>(e.layer[i].init_value));
     }
-    u_.resize(Model::InputFloats(widest)), scratch_.resize(widest);
+    u_.resize(Model::InputFloats(widest)), scratch_.resize(Model::kScratch * widest);
   }
 
   // update_pool for network g: every close's decisions, longest segment first, then pruning and writes.
@@ -434,10 +434,10 @@ class Boundary {
       RecordInputs(e_, model_, g_, i, id, u_.data());
       const float* rows[2] = {MemberRow(e_, layer, g_, slot, winner, n, c, fresh_[i].data()),
                               EntryRow(e_, layer, g_, n, c, parent)};
-      float q[2 * Model::kOut];
+      float q[2 * Model::kMember];
       model_.PredictRows(rows, 2, u_.data(), K, q, scratch_.data());
       new_ll += std::log(Model::Likelihood(q, Target(id)));
-      old_ll += std::log(Model::Likelihood(q + Model::kOut, Target(id)));
+      old_ll += std::log(Model::Likelihood(q + Model::kMember, Target(id)));
     }
     return nctl::Beats(new_ll, old_ll, e_.refine_threshold, e_.tie_tolerance);
   }
@@ -463,7 +463,7 @@ class Boundary {
     std::vector<double> stored(R * k, 0.5), scored(R * members, 0.5);
     std::vector<const float*> rows(k + members);
     std::vector<double*> into(k + members);
-    std::vector<float> predicted((k + members) * Model::kOut);
+    std::vector<float> predicted((k + members) * Model::kMember);
     for (int64_t r = 0; r < R; ++r) {
       if (!used[r]) continue;
       const int64_t id = std::max(segment[r], 0);
@@ -480,7 +480,7 @@ class Boundary {
         into[count++] = &scored[r * members + m];
       }
       model_.PredictRows(rows.data(), count, u_.data(), K, predicted.data(), scratch_.data());
-      for (int64_t j = 0; j < count; ++j) *into[j] = Model::Likelihood(predicted.data() + j * Model::kOut, Target(id));
+      for (int64_t j = 0; j < count; ++j) *into[j] = Model::Likelihood(predicted.data() + j * Model::kMember, Target(id));
     }
     nctl::Evidence evidence(used.get(), R, e_.joint_evidence);
     evidence.Add(stored.data(), k, alive.get(), k);

@@ -2,8 +2,9 @@
 // read of a neuron's model, as nctl/core/rows.py's GGMRows and nctl/core/gaussian.py's GaussianRows state
 // it. nctl.cc is written once over a model: a type with these members.
 //
-// * kOut: the values of one prediction (a probability; a Gaussian's mean and precision), float32 for a
-//   member, float64 for a neuron's output.
+// * kOut: the values of one prediction (a probability; a Gaussian's mean and precision), float64 for a
+//   neuron's output; kMember: what a member's prediction keeps for its learning (float32: the prediction, then
+//   what learning would otherwise compute again); kScratch: the floats per input its predictions work in.
 // * kBias: the bias inputs that end every layer's inputs; kValues: what a record keeps per hidden input.
 // * Label: how a record keeps y; Target: what a network learns from it.
 // * InputFloats(K): the floats of a layer's K inputs as Predict and Learn read them.
@@ -23,7 +24,7 @@ namespace nctl {
 
 // GGM rows (§1.3): a layer's inputs are logits u [K]; a prediction is q = P(x = 1).
 struct GgmModel {
-  static constexpr int kOut = 1, kBias = 1, kValues = 1;
+  static constexpr int kOut = 1, kMember = 1, kBias = 1, kValues = 1, kScratch = 0;
   using Label = int32_t;
   using Target = bool;
 
@@ -79,7 +80,7 @@ struct GgmModel {
   }
 
   // One step of a row that predicted q on u, towards x (§1.3).
-  void Learn(float* row, const float* u, int64_t K, const float* q, Target x, float*) const {
+  void Learn(float* row, const float* u, int64_t K, const float* q, Target x) const {
     nctl::Learn(row, u, K, *q, x ? 1.0f : 0.0f, learning_rate, clips);
   }
 
@@ -91,9 +92,10 @@ struct GgmModel {
 };
 
 // Gaussian rows (§8): a layer's inputs are K Gaussians, held as their means, precisions and the products of
-// the two [3 K]; a prediction is (mean, precision).
+// the two, then |precisions|^2 [3 K + 1]; a prediction is (mean, precision), and a member keeps the shift of
+// its effective weights (gaussian.h) with it.
 struct GaussianModel {
-  static constexpr int kOut = 2, kBias = 3, kValues = 2;
+  static constexpr int kOut = 2, kMember = 3, kBias = 3, kValues = 2, kTogether = 4, kScratch = kTogether;
   using Label = float;
   using Target = float;
   static constexpr float kBiasMeans[kBias] = {-1.0f, 0.0f, 1.0f};  // N(-1, 1), N(0, 1), N(1, 1) (§8.3)
@@ -104,15 +106,17 @@ struct GaussianModel {
   explicit GaussianModel(const NctlEngine& e)
       : clips{e.min_precision, e.max_precision, e.max_weight, e.max_mean, e.feature_bound, e.learning_rate} {}
 
-  static int64_t InputFloats(int64_t K) { return 3 * K; }
+  static int64_t InputFloats(int64_t K) { return 3 * K + 1; }
   static Target TargetOf(Label y, int32_t) { return y; }
 
-  // The inputs u [3 K] whose first n Gaussians are set: the bias Gaussians, then every mean times its precision.
+  // The inputs u [3 K + 1] whose first n Gaussians are set: the bias Gaussians, every mean times its
+  // precision, |lambda|^2.
   static void Finish(int64_t n, float* u) {
     const int64_t K = n + kBias;
     float *mu = u, *lambda = u + K, *lambda_mu = u + 2 * K;
     for (int64_t b = 0; b < kBias; ++b) mu[n + b] = kBiasMeans[b], lambda[n + b] = 1.0f;
     for (int64_t i = 0; i < K; ++i) lambda_mu[i] = lambda[i] * mu[i];
+    u[3 * K] = SumProducts(lambda, lambda, K);
   }
 
   // Layer 1's inputs: N(clip(z_j, +-feature_bound), 1) per feature, then the bias.
@@ -141,13 +145,23 @@ struct GaussianModel {
     Finish(K - kBias, u);
   }
 
-  // (mean, precision) of rows[r] on the inputs u, r < count, into q [count, 2]; w [K] is scratch.
+  // (mean, precision, shift) of rows[r] on the inputs u, r < count, into q [count, 3], kTogether rows at a time;
+  // w [kScratch K] is scratch (a row's effective weights each).
   void PredictRows(const float* const* rows, int64_t count, const float* u, int64_t K, float* q, float* w) const {
-    for (int64_t r = 0; r < count; ++r)
-      PredictGaussian(rows[r], u + K, u + 2 * K, K, clips, w, q + 2 * r, q + 2 * r + 1);
+    const float *lambda = u + K, *lambda_mu = u + 2 * K, lambda_norm = u[3 * K];
+    float out[3][kTogether];  // mean, precision, shift
+    int64_t r = 0;
+    for (; r + kTogether <= count; r += kTogether) {
+      PredictGaussianTogether<kTogether>(rows + r, lambda, lambda_mu, lambda_norm, K, clips, w, out[0], out[1], out[2]);
+      for (int64_t j = 0; j < kTogether; ++j)
+        for (int v = 0; v < 3; ++v) q[3 * (r + j) + v] = out[v][j];
+    }
+    for (; r < count; ++r)
+      PredictGaussianTogether<1>(rows + r, lambda, lambda_mu, lambda_norm, K, clips, w, q + 3 * r, q + 3 * r + 1,
+                                 q + 3 * r + 2);
   }
 
-  // The members' Gaussians q [S, M, N, 2] mixed with the weights w_sm = mass_s alpha_sm and moment matched
+  // The members' Gaussians q [S, M, N, kMember] mixed with the weights w_sm = mass_s alpha_sm and moment matched
   // (§8.6): mu = sum w mu_sm, var = sum w (1/lambda_sm + (mu_sm - mu)^2); p = (mu, 1/var) in float64.
   static void Mix(const float* q, const float* alpha, const double* mass, int32_t size, int64_t M, int64_t N,
                   int64_t column, double* p) {
@@ -155,20 +169,20 @@ struct GaussianModel {
     for (int64_t s = 0; s < size; ++s)
       for (int64_t m = 0; m < M; ++m) {
         const int64_t at = (s * M + m) * N + column;
-        mean += static_cast<double>(alpha[at]) * mass[s * N + column] * static_cast<double>(q[2 * at]);
+        mean += static_cast<double>(alpha[at]) * mass[s * N + column] * static_cast<double>(q[kMember * at]);
       }
     for (int64_t s = 0; s < size; ++s)
       for (int64_t m = 0; m < M; ++m) {
         const int64_t at = (s * M + m) * N + column;
-        const double off = static_cast<double>(q[2 * at]) - mean;
+        const double off = static_cast<double>(q[kMember * at]) - mean;
         variance += static_cast<double>(alpha[at]) * mass[s * N + column] *
-                    (static_cast<double>(1.0f / q[2 * at + 1]) + off * off);
+                    (static_cast<double>(1.0f / q[kMember * at + 1]) + off * off);
       }
     p[0] = mean, p[1] = 1.0 / variance;
   }
 
-  void Learn(float* row, const float* u, int64_t K, const float* q, Target x, float* w) const {
-    LearnGaussian(row, u, u + K, K, q[0], q[1], x, clips, w);
+  void Learn(float* row, const float* u, int64_t K, const float* q, Target x) const {
+    LearnGaussian(row, u, u + K, K, q[0], q[1], q[2], x, clips);
   }
 
   // log N(x; mu, 1/lambda) = (log(lambda / 2 pi) - lambda (x - mu)^2) / 2 in float64, and its exponential.
