@@ -63,7 +63,9 @@ def test_each_engine_is_the_literal_gln(case, engine):
 @pytest.mark.parametrize("n_features, settings", [
     (8, dict(nctl.GLN.tabular().params())),
     (784, dict(layer_sizes=(10, 5, 1), context_bits=4, learning_rate=0.01, n_classes=10)),
-], ids=["tabular", "mnist-width-10-classes"])
+    # a neuron's hyperplanes summed four together, then the last two one by one (arithmetic.h's Context)
+    (8, dict(layer_sizes=(6, 3, 1), context_bits=6, learning_rate=0.1, n_classes=2)),
+], ids=["tabular", "mnist-width-10-classes", "six-hyperplanes"])
 def test_the_engines_agree(n_features, settings, monkeypatch):
     rng = np.random.default_rng(n_features)
     X = rng.standard_normal((400, n_features)).astype(np.float32)

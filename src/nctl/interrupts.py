@@ -99,7 +99,7 @@ class held:
 
     def __enter__(self) -> Note:
         self.note = Note()
-        self.main = threading.current_thread() is threading.main_thread()
+        self.main = threading.get_ident() == threading.main_thread().ident  # (current_thread costs more)
         if self.main:
             install()
             _open.append(self.note)

@@ -28,10 +28,10 @@ def _first_call_noticed(method):
     runs long (``compilation.notice_if_slow``); later calls run as they are."""
     @wraps(method)
     def run(self, *args):
-        done = self.__dict__.setdefault("_methods_run", set())
-        if method.__name__ in done:
+        done = self.__dict__.get("_methods_run")  # (no set made per call: a native row feels it)
+        if done is not None and method.__name__ in done:
             return method(self, *args)
-        done.add(method.__name__)
+        self.__dict__.setdefault("_methods_run", set()).add(method.__name__)
         with compilation.notice_if_slow(type(self).__name__):
             return method(self, *args)
 
@@ -181,13 +181,15 @@ class OnlineLearner:
         if self._state is None:  # the first example creates the state now (and checks that it fits)
             self.learn_many(x[None], y[None])
             return
-        self._watch_scale(x[None])
+        if self._first_rows is not None:  # (checked here: a call costs a native row a tenth of its time)
+            self._watch_scale(x[None])
         target = self._checked_targets(y)
         if self.engine_ == engines.NATIVE:  # a native call costs microseconds: nothing is kept back
             with interrupts.held() as stop:
                 self._learn(x[None], target[None], stop)
                 self.t_ += 1
-            interrupts.raise_if_asked(stop, f"interrupted: {type(self).__name__} learned the row and is whole")
+            if stop.asked:  # (the message is made only then: it costs a native row a tenth of a microsecond)
+                raise interrupts.Interrupted(f"interrupted: {type(self).__name__} learned the row and is whole")
             return
         self._pending.append((x, target))
         self.t_ += 1
@@ -241,18 +243,24 @@ class OnlineLearner:
 
     def predict_proba_one(self, x):
         """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
-        out = self._predict_row(x)
-        return float(out) if self.n_classes == 2 else out
+        p = self._row_prediction(x)
+        if self.n_classes == 2:  # the one network's output, as _outputs gives it, without its arrays
+            return float(p[0])
+        return self._outputs(p[None])[0]
 
     def predict_proba_many(self, X) -> np.ndarray:
         """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
         [n], or class probabilities [n, K]); the learner does not change."""
         return self._predict_rows(X)
 
-    @_first_call_noticed
     def _predict_row(self, x):
-        """The outputs (``_outputs``) for one row ``x``, with the rows ``learn_one`` kept back learned first,
-        in the same call."""
+        """The outputs (``_outputs``) for one row ``x`` (``_row_prediction``)."""
+        return self._outputs(self._row_prediction(x)[None])[0]
+
+    @_first_call_noticed
+    def _row_prediction(self, x):
+        """The prediction [networks] of the engine for one row ``x``, with the rows ``learn_one`` kept back
+        learned first, in the same call."""
         x = check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
@@ -262,9 +270,10 @@ class OnlineLearner:
                 done, p = self._learn_then_predict(X, y, x, stop)
                 self._keep_unlearned(X, y, done)
             interrupts.raise_if_asked(stop, self._pending_interrupted())
-            return self._outputs(p[None])[0]
-        self.allocate(x.shape[0])
-        return self._outputs(self._predict(x[None]))[0]
+            return p
+        if self._state is None:
+            self.allocate(x.shape[0])
+        return self._predict(x[None])[0]
 
     @_first_call_noticed
     def _predict_rows(self, X) -> np.ndarray:

@@ -79,12 +79,16 @@ class GLN(OnlineLearner):
 
     def _calls(self):
         """Learn and predict on this learner's state by its engine."""
+        return self.calls_for(self.state_, self._calls_of)
+
+    def _calls_of(self, layers):
+        """The calls of this learner's engine on ``layers``."""
         if self.engine_ == engines.NATIVE:
             make = GLNCalls
         else:
             from nctl.learners.xla_calls import XlaCalls  # JAX's: imported where a learner runs on it
             make = XlaCalls
-        return self.calls_for(self.state_, lambda layers: make(layers, self.rows, _positive_labels(self.n_classes)))
+        return make(layers, self.rows, _positive_labels(self.n_classes))
 
     def _learn(self, X, y, stop):
         calls = self._calls()

@@ -13,6 +13,7 @@ SCALE_ROWS = 100  # the first rows a learner learns are the ones ``unscaled`` ju
 # with its extremes; features within [-3, 3] (0/1 ones, say) never reach it
 UNSCALED_MEDIAN = 3.0
 SHORT_ROW = 32  # check_features sums a row of at most this many features in Python (numpy's call costs more)
+FLOAT32 = np.dtype(np.float32)
 
 
 def check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
@@ -26,7 +27,7 @@ def check_features(x, n_features: int | None, what: str = "x") -> np.ndarray:
         raise ValueError(f"{what} has no features (shape {array.shape}); a learner needs at least one")
     if n_features is not None and array.shape[-1:] != (n_features,):
         raise ValueError(f"{what} must have {n_features} features, got shape {array.shape}")
-    if array.dtype == np.float32:
+    if array.dtype is FLOAT32:  # (an equal dtype that is another object is converted: the same numbers)
         single = array.copy()  # a copy: rows kept back by learn_one do not change with x
     else:
         with np.errstate(over="ignore"):

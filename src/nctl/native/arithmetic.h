@@ -87,10 +87,19 @@ inline void Learn(float* w, const float* u, int64_t k, float q, float x, float l
 }
 
 // The context of a neuron with s hyperplanes (normals [s, d], offsets [s]): sum_h [v_h . z > o_h] 2^h (§1.2).
+// The hyperplanes are summed four at a time where d is short (SumMany's groups, the same bits), and each
+// bit is set without a branch: the side of a hyperplane a row falls on is a coin toss that a branch
+// predictor misses half the time.
 inline int64_t Context(const float* normals, const float* offsets, const float* z, int64_t s, int64_t d) {
-  int64_t context = 0;
-  for (int64_t h = 0; h < s; ++h)
-    if (SumProducts(normals + h * d, z, d) > offsets[h]) context |= int64_t{1} << h;
+  int64_t context = 0, h = 0;
+  if (d < kAccumulators)
+    for (; h + 4 <= s; h += 4) {
+      const float* rows[4] = {normals + h * d, normals + (h + 1) * d, normals + (h + 2) * d, normals + (h + 3) * d};
+      float total[4];
+      SumTogether<4>(rows, z, d, total);
+      for (int r = 0; r < 4; ++r) context |= static_cast<int64_t>(total[r] > offsets[h + r]) << (h + r);
+    }
+  for (; h < s; ++h) context |= static_cast<int64_t>(SumProducts(normals + h * d, z, d) > offsets[h]) << h;
   return context;
 }
 

@@ -90,7 +90,7 @@ class GLNCalls:
         """Learn the rows ``Z`` [n, d] with labels ``Y`` [n] in order; their pre-update predictions [n, nets]
         (float32)."""
         if len(Z) == 1:
-            self._row[0], self._label[0] = Z[0], Y[0]
+            self._row[...], self._label[...] = Z, Y
             self._learn(*self._row_learn_args)
             return self._out.copy()
         network, _, _, positive, _ = self._addresses
@@ -102,7 +102,7 @@ class GLNCalls:
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen predictions [n, nets] (float32) of the rows ``Z`` [n, d]."""
         if len(Z) == 1:
-            self._row[0] = Z[0]
+            self._row[...] = Z
             self._predict(*self._row_predict_args)
             return self._out.copy()
         Z = np.ascontiguousarray(Z, np.float32)
