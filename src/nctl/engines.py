@@ -8,8 +8,8 @@ a learner saved by one loads and continues in the other.
 The choice is ``$NCTL_ENGINE`` (``native``, ``jax`` or ``auto``), else ``use(...)``; ``auto`` (the default)
 takes the native engine where it loads and no accelerator plugin of JAX is installed, else JAX. A learner
 asks once, when it creates its state (``learner.engine_``), and keeps its engine. Learners the native
-engine does not run yet (NCTL in bounded mode, NCTL's regressor) run on JAX whatever is chosen
-(``learner.native_engine_for(n_features)``).
+engine does not run yet (NCTL in bounded mode, the paper's image-sized NCTL networks) run on JAX whatever is
+chosen (``learner.native_engine_for(n_features)``).
 """
 
 from __future__ import annotations
