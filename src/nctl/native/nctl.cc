@@ -94,7 +94,7 @@ struct Pass {
   std::vector<float> inputs;  // every layer's inputs u, one after the other
   std::vector<float> hidden;  // [H] the inputs of layers 2..L as a record keeps them
   std::vector<int32_t> contexts;  // [N]
-  double output[2];  // the output neuron's (kOut values)
+  double output[2];  // the output neuron's prediction (its kOut values, at most 2)
 };
 
 // What a call works in: the networks' passes, and scratch, sized once per state (kept between calls). The
@@ -117,7 +117,7 @@ struct Work {
  private:
   template <typename Model>
   void Size(const NctlEngine& e, const Model&) {
-    const int64_t S = e.slots, M = e.members, N = e.neurons, kept = Model::kMember;
+    const int64_t S = e.slots, M = e.members, N = e.neurons, per_member = Model::kMember;
     int64_t inputs = 0, widest = 0;
     for (int64_t i = 0; i < e.n_layers; ++i) {
       inputs += Model::InputFloats(e.layer[i].width), widest = std::max(widest, e.layer[i].width);
@@ -125,10 +125,11 @@ struct Work {
     }
     passes.resize(e.nets);
     for (Pass& pass : passes) {
-      pass.q.resize(S * M * N * kept), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
+      pass.q.resize(S * M * N * per_member), pass.inputs.resize(inputs), pass.hidden.resize(e.hidden_width);
       pass.contexts.resize(N);
     }
-    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M * kept), scratch.resize(Model::kScratch * widest), rows.resize(M);
+    alpha.resize(S * M * N), kept_row.resize(e.features), q.resize(M * per_member), rows.resize(M);
+    scratch.resize(Model::kScratch * widest);
     log_r.resize(S * N), mass.resize(S * N), p.resize(N * Model::kOut), canon.resize(S), stale.resize(S * N);
   }
 };
@@ -138,7 +139,8 @@ struct Work {
 // neurons' outputs mixed from them and the next layer's inputs (forward, learn=False).
 template <typename Model>
 void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z, Pass& pass, Work& w) {
-  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits, out = Model::kOut, kept = Model::kMember;
+  const int64_t M = e.members, N = e.neurons, d = e.features, s_bits = e.bits, out = Model::kOut;
+  const int64_t per_member = Model::kMember;
   const int32_t size = *e.size;
   nctl::MemberPosteriors(e, g, size, w.alpha.data(), w.log_r.data());
   nctl::CanonicalSlots(e.level, size, e.slots, w.canon.data());
@@ -161,7 +163,7 @@ void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z,
           w.rows[m] = block < 0 ? SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()) : BlockRow(e, layer, g, block, m);
         model.PredictRows(w.rows.data(), M, u, K, w.q.data(), w.scratch.data());
         for (int64_t m = 0; m < M; ++m)
-          std::copy_n(w.q.data() + m * kept, kept, pass.q.data() + ((s * M + m) * N + column) * kept);
+          std::copy_n(w.q.data() + m * per_member, per_member, pass.q.data() + ((s * M + m) * N + column) * per_member);
       }
       Model::Mix(pass.q.data(), w.alpha.data(), w.mass.data(), size, M, N, column, w.p.data() + n * out);
     }
@@ -177,7 +179,7 @@ void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z,
 // every member's log q(x) is added to its segment's (§1.3, §4.2, §6.2).
 template <typename Model>
 void Train(const NctlEngine& e, const Model& model, int64_t g, const Pass& pass, typename Model::Target x, Work& w) {
-  const int64_t S = e.slots, M = e.members, N = e.neurons, kept = Model::kMember;
+  const int64_t S = e.slots, M = e.members, N = e.neurons, per_member = Model::kMember;
   const int32_t size = *e.size;
   const float* u = pass.inputs.data();
   for (int64_t i = 0; i < e.n_layers; ++i) {
@@ -196,7 +198,7 @@ void Train(const NctlEngine& e, const Model& model, int64_t g, const Pass& pass,
         for (int64_t m = 0; m < M; ++m) {
           float* trained = BlockRow(e, layer, g, block, m);
           if (w.stale[s * N + n]) std::memcpy(trained, SourceRow(e, layer, g, s, m, n, c, w.fresh[i].data()), K * sizeof(float));
-          const float* q = pass.q.data() + ((s * M + m) * N + column) * kept;
+          const float* q = pass.q.data() + ((s * M + m) * N + column) * per_member;
           model.Learn(trained, u, K, q, x);
           e.loglik[((g * S + s) * M + m) * N + column] += Model::LogLikelihood(q, x);
         }
