@@ -1,11 +1,11 @@
-"""The object API one row at a time, as the river path uses it: ``predict_proba_one(x)`` then
-``learn_one(x, y)`` per row, on standardised random rows with a linear label, for each learner and
-engine (``nctl.engines``) in one run. After ``--warm`` rows (compiling, for JAX), the steady state over
-``--rows`` rows: microseconds per row, and each engine's time against JAX's on the same learner. Prints
-JSON with the CPU named.
+"""The object API one row at a time, as the river path uses it: ``predict_proba_one(x)`` (a regressor's
+``predict_one(x)``) then ``learn_one(x, y)`` per row, on standardised random rows with a linear label (a
+regressor: the linear target), for each learner and engine (``nctl.engines``) in one run. After ``--warm``
+rows (compiling, for JAX), the steady state over ``--rows`` rows: microseconds per row, and each engine's
+time against JAX's on the same learner. Prints JSON with the CPU named.
 
-    python benchmarks/per_row.py [--rows 5000] [--warm 500] [--features 8] [--learners GLN NCTL]
-                                 [--engines native jax]
+    python benchmarks/per_row.py [--rows 5000] [--warm 500] [--features 8]
+                                 [--learners GLN NCTL GLNRegressor NCTLRegressor] [--engines native jax]
 
 The native engine runs the GLN and NCTL (exact mode); a learner it does not run is measured on JAX alone.
 """
@@ -20,18 +20,20 @@ import numpy as np
 import nctl
 from nctl.experiments.run import cpu_name
 
-LEARNERS = {"GLN": nctl.GLN.tabular, "NCTL": nctl.NCTL.tabular}
+LEARNERS = {"GLN": nctl.GLN.tabular, "NCTL": nctl.NCTL.tabular, "GLNRegressor": nctl.GLNRegressor,
+            "NCTLRegressor": nctl.NCTLRegressor}  # the classifiers' adapter defaults; the regressors' own
 
 
 def microseconds_per_row(make, X, y, warm: int) -> tuple[float, str]:
     """(steady-state microseconds per predicted and learned row after ``warm`` rows, the engine used)."""
     model = make()
+    predict = model.predict_one if isinstance(model, nctl.learners.Regressor) else model.predict_proba_one
     for x, label in zip(X[:warm], y[:warm]):
-        model.predict_proba_one(x)
+        predict(x)
         model.learn_one(x, label)
     start = time.perf_counter()
     for x, label in zip(X[warm:], y[warm:]):
-        model.predict_proba_one(x)
+        predict(x)
         model.learn_one(x, label)
     return (time.perf_counter() - start) / (len(X) - warm) * 1e6, model.engine_
 
@@ -46,10 +48,11 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((args.warm + args.rows, args.features)).astype(np.float32)
-    y = (X @ rng.standard_normal(args.features) > 0).astype(np.int64)
+    target = X @ rng.standard_normal(args.features)
     results = {}
     for learner in args.learners:
         rows = {}
+        y = target if learner.endswith("Regressor") else (target > 0).astype(np.int64)
         for engine in args.engines:
             os.environ["NCTL_ENGINE"] = engine
             us, used = microseconds_per_row(LEARNERS[learner], X, y, args.warm)
