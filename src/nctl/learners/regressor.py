@@ -44,6 +44,8 @@ class RegressorState(NamedTuple):
 def check_targets(y) -> np.ndarray:
     """Real, finite targets within ``+-MAX_TARGET`` as float64; ValueError naming what is wrong."""
     array = np.asarray(y)
+    if array.ndim == 0 and array.dtype.kind in "iuf" and abs(float(array)) <= MAX_TARGET:  # one target, the usual
+        return array.astype(np.float64)  # (NaN fails the comparison and takes the checks below)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"targets must be real numbers, got dtype {array.dtype}")
     array = array.astype(np.float64)

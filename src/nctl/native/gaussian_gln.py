@@ -48,10 +48,22 @@ class GaussianGLNCalls:
         self._learn.restype = self._predict.restype = None
         self._learn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_void_p]
         self._predict.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
+        # one row goes through buffers made here once: its arguments are made once too (ctypes passes its own
+        # objects faster than it converts numbers)
+        self._row, self._target = np.zeros((1, normals.shape[-1]), np.float32), np.zeros(1, np.float32)
+        self._out = np.zeros((1, self._nets, 2), np.float32)
+        network, row, target, out = (ctypes.c_void_p(a) for a in (
+            ctypes.addressof(self._network), self._row.ctypes.data, self._target.ctypes.data, self._out.ctypes.data))
+        self._row_learn_args = (network, row, target, ctypes.c_int64(1), out)
+        self._row_predict_args = (network, row, ctypes.c_int64(1), out)
 
     def learn(self, Z: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Learn the rows ``Z`` [n, d] with the (standardised) targets [n] in order; their pre-update
         ``(mean, precision)`` [n, nets, 2] (float32)."""
+        if len(Z) == 1:
+            self._row[...], self._target[...] = Z, targets
+            self._learn(*self._row_learn_args)
+            return self._out.copy()
         Z, targets = np.ascontiguousarray(Z, np.float32), np.ascontiguousarray(targets, np.float32)
         out = np.empty((len(Z), self._nets, 2), np.float32)
         self._learn(ctypes.addressof(self._network), Z.ctypes.data, targets.ctypes.data, len(Z), out.ctypes.data)
@@ -59,6 +71,10 @@ class GaussianGLNCalls:
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         """Frozen ``(mean, precision)`` [n, nets, 2] (float32) of the rows ``Z`` [n, d]."""
+        if len(Z) == 1:
+            self._row[...] = Z
+            self._predict(*self._row_predict_args)
+            return self._out.copy()
         Z = np.ascontiguousarray(Z, np.float32)
         out = np.empty((len(Z), self._nets, 2), np.float32)
         self._predict(ctypes.addressof(self._network), Z.ctypes.data, len(Z), out.ctypes.data)
