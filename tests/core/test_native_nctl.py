@@ -131,9 +131,9 @@ def test_native_nctl_matches_the_jax_engine(case):
         assert a.shape == b.shape and a.dtype == b.dtype, name
         if a.dtype.kind != "f":
             assert np.array_equal(a, b), f"{name} differs at {np.argwhere(a != b)[:8].tolist()}"
-    for name in ("pool_rows", "blocks"):  # the first layer reads only the features: bit-identical (GGM rows)
-        first, native_first = getattr(state.nets.arena, name)[0], getattr(native.state.nets.arena, name)[0]
-        assert np.array_equal(first, native_first) or case in GAUSSIAN_CASES, name
+    if case not in GAUSSIAN_CASES:  # the first layer reads only the features: bit-identical with GGM rows
+        for name in ("pool_rows", "blocks"):
+            assert np.array_equal(getattr(state.nets.arena, name)[0], getattr(native.state.nets.arena, name)[0]), name
     assert np.asarray(state.nets.pool.events).sum() > 0
 
 

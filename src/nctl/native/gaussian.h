@@ -17,6 +17,19 @@ struct GaussianClips {
   float min_precision, max_precision, max_weight, max_mean, feature_bound, learning_rate;
 };
 
+// Every layer's inputs end with the bias Gaussians N(-1, 1), N(0, 1), N(1, 1) (§8.3).
+constexpr int64_t kBiasGaussians = 3;
+constexpr float kBiasMeans[kBiasGaussians] = {-1.0f, 0.0f, 1.0f};
+
+// A layer's inputs whose first n Gaussians (mu, lambda) are set, completed: the bias Gaussians after them,
+// lambda_mu = lambda mu for all n + kBiasGaussians; returns |lambda|^2 (what EffectiveWeights divides by).
+inline float FinishInputs(int64_t n, float* mu, float* lambda, float* lambda_mu) {
+  const int64_t k = n + kBiasGaussians;
+  for (int64_t b = 0; b < kBiasGaussians; ++b) mu[n + b] = kBiasMeans[b], lambda[n + b] = 1.0f;
+  for (int64_t i = 0; i < k; ++i) lambda_mu[i] = lambda[i] * mu[i];
+  return SumProducts(lambda, lambda, k);
+}
+
 // The weights w [k] a row predicts with, and their precision (§8.2): w = clip(row) moved along lambda onto
 // the slab, w + shift lambda with shift = (clip(s) - s) / |lambda|^2, s = w . lambda (lambda_norm: |lambda|^2,
 // the same for every row on these inputs); returns clip(s), and the shift into *shift.

@@ -12,16 +12,13 @@ namespace {
 
 using nctl::Layer;
 
-constexpr float kBiasMeans[] = {-1.0f, 0.0f, 1.0f};  // every layer's inputs end with N(-1, 1), N(0, 1), N(1, 1)
-constexpr int64_t kBias = 3;
-
 struct GaussianNetwork {
   int64_t nets, n_layers, features, bits;
   const Layer* layers;
   nctl::GaussianClips clips;
 };
 
-// A layer's inputs: means, precisions and their products, kBias bias Gaussians last, and |lambda|^2.
+// A layer's inputs: means, precisions and their products, the bias Gaussians last, and |lambda|^2.
 struct Inputs {
   std::vector<float> mu, lambda, lambda_mu;
   float lambda_norm = 0.0f;
@@ -31,10 +28,8 @@ struct Inputs {
   template <typename Set>
   int64_t Fill(int64_t n, Set set) {
     for (int64_t i = 0; i < n; ++i) set(i, &mu[i], &lambda[i]);
-    for (int64_t b = 0; b < kBias; ++b) mu[n + b] = kBiasMeans[b], lambda[n + b] = 1.0f;
-    for (int64_t i = 0; i < n + kBias; ++i) lambda_mu[i] = lambda[i] * mu[i];
-    lambda_norm = nctl::SumProducts(lambda.data(), lambda.data(), n + kBias);
-    return n + kBias;
+    lambda_norm = nctl::FinishInputs(n, mu.data(), lambda.data(), lambda_mu.data());
+    return n + nctl::kBiasGaussians;
   }
 };
 
@@ -66,8 +61,8 @@ void Step(const GaussianNetwork& network, int64_t g, const float* z, bool learn,
 void Run(const GaussianNetwork& network, const float* Z, const float* X, int64_t n, bool learn, float* out) {
   int64_t widest = network.features;
   for (int64_t i = 0; i < network.n_layers; ++i) widest = std::max(widest, network.layers[i].neurons);
-  Inputs u(widest + kBias);
-  std::vector<float> means(widest), precisions(widest), w(widest + kBias);
+  Inputs u(widest + nctl::kBiasGaussians);
+  std::vector<float> means(widest), precisions(widest), w(widest + nctl::kBiasGaussians);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t g = 0; g < network.nets; ++g)
       Step(network, g, Z + r * network.features, learn, learn ? X[r] : 0.0f, u, means, precisions, w,

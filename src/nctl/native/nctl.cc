@@ -170,8 +170,8 @@ void Predict(const NctlEngine& e, const Model& model, int64_t g, const float* z,
     float* next = u + Model::InputFloats(K);
     if (i + 1 < e.n_layers) model.LayerInputs(w.p.data(), layer.neurons, next);
     u = next;
-    std::copy_n(w.p.data(), out, pass.output);
   }
+  std::copy_n(w.p.data(), out, pass.output);  // the last layer's, the output neuron's
 }
 
 // Network g learns x from its forward pass `pass` of this step: every live (slot, neuron) gets its block at

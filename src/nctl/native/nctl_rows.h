@@ -95,10 +95,9 @@ struct GgmModel {
 // the two, then |precisions|^2 [3 K + 1]; a prediction is (mean, precision), and a member keeps the shift of
 // its effective weights (gaussian.h) with it.
 struct GaussianModel {
-  static constexpr int kOut = 2, kMember = 3, kBias = 3, kValues = 2, kTogether = 4, kScratch = kTogether;
+  static constexpr int kOut = 2, kMember = 3, kBias = kBiasGaussians, kValues = 2, kTogether = 4, kScratch = kTogether;
   using Label = float;
   using Target = float;
-  static constexpr float kBiasMeans[kBias] = {-1.0f, 0.0f, 1.0f};  // N(-1, 1), N(0, 1), N(1, 1) (§8.3)
   static constexpr double kTwoPi = 2.0 * 3.141592653589793;  // Python's 2.0 * math.pi, to the bit
 
   GaussianClips clips;
@@ -109,14 +108,10 @@ struct GaussianModel {
   static int64_t InputFloats(int64_t K) { return 3 * K + 1; }
   static Target TargetOf(Label y, int32_t) { return y; }
 
-  // The inputs u [3 K + 1] whose first n Gaussians are set: the bias Gaussians, every mean times its
-  // precision, |lambda|^2.
+  // The inputs u [3 K + 1] whose first n Gaussians are set, completed (gaussian.h's FinishInputs).
   static void Finish(int64_t n, float* u) {
     const int64_t K = n + kBias;
-    float *mu = u, *lambda = u + K, *lambda_mu = u + 2 * K;
-    for (int64_t b = 0; b < kBias; ++b) mu[n + b] = kBiasMeans[b], lambda[n + b] = 1.0f;
-    for (int64_t i = 0; i < K; ++i) lambda_mu[i] = lambda[i] * mu[i];
-    u[3 * K] = SumProducts(lambda, lambda, K);
+    u[3 * K] = FinishInputs(n, u, u + K, u + 2 * K);
   }
 
   // Layer 1's inputs: N(clip(z_j, +-feature_bound), 1) per feature, then the bias.
