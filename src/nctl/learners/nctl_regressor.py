@@ -92,9 +92,9 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
     def _run(self, X, y, observe, stop):
         """Learn ``y`` standardised; returns the pre-update predicted means [done, 1] of the rows learned, in
         the targets' units (the target statistics count those rows only)."""
-        shifts, scales, scaled, _ = standardised(self.targets_, y)
+        shifts, scales, scaled, stats = standardised(self.targets_, y)
         q, observations = super()._run(X, scaled, observe, stop)
-        self.targets_ = standardised(self.targets_, y[:len(q)])[3]
+        self.targets_ = stats if len(q) == len(y) else standardised(self.targets_, y[:len(q)])[3]
         return (shifts[:len(q)] + scales[:len(q)] * q[:, 0, 0])[:, None], observations
 
     def _learn_then_distribution(self, X, y, x, stop):

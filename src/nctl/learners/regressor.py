@@ -208,11 +208,15 @@ class GLNRegressor(Regressor, OnlineLearner):
 
     def _calls(self):
         """Learn and predict on this learner's layers by its engine."""
+        return self.calls_for(self.state_.layers, self._calls_of)
+
+    def _calls_of(self, layers):
+        """The calls of this learner's engine on ``layers``."""
         if self.engine_ == engines.NATIVE:
-            return self.calls_for(self.state_.layers, lambda layers: GaussianGLNCalls(layers, self.rows))
+            return GaussianGLNCalls(layers, self.rows)
         from nctl.learners.xla_calls import XlaCalls  # JAX's: imported where a learner runs on it
 
-        return self.calls_for(self.state_.layers, lambda layers: XlaCalls(layers, self.rows, ONE_NETWORK))
+        return XlaCalls(layers, self.rows, ONE_NETWORK)
 
     def _learn(self, X, y, stop):
         """Learns the rows in order (all unless ``stop`` ends it early); returns each learned row's
