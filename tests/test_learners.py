@@ -166,10 +166,11 @@ def test_an_older_save_loads_and_continues_exactly(tmp_path, fmt, monkeypatch):
 
 
 def test_small_layers_keep_their_blocks_at_fixed_places_and_large_ones_in_free_stacks():
-    """``engine.configure`` (docs/algorithm.md §6.2): the river defaults' layers would fill 94% of their
-    fixed places at full depth, so they keep them; the Split MNIST network's first layer has an arena that
+    """``engine.configure`` (docs/algorithm.md §6.2): a 16-8-1 network with 4 contexts would fill 94% of its
+    fixed places at full depth, so it keeps them; the Split MNIST network's first layer has an arena that
     grows with the tree, and its two small layers keep fixed places, which add under 1/64 to its rows."""
-    tabular = nctl.NCTL.tabular().engine_config(8)
+    small = nctl.NCTL.tabular(layer_sizes=(16, 8, 1), context_bits=2)
+    tabular = small.engine_config(8)
     assert all(shape.fixed and shape.blocks == tabular.slots * shape.neurons * tabular.contexts
                for shape in tabular.layers)
     assert tabular.layers[0].blocks <= engine.config.FIXED_BLOCKS_SLACK * engine.config.block_bound(
@@ -180,7 +181,7 @@ def test_small_layers_keep_their_blocks_at_fixed_places_and_large_ones_in_free_s
     bounds = [engine.config.block_bound(split.max_depth, split.contexts, split.chunk, s.neurons) for s in split.layers]
     extra = sum((shape.blocks - bound) * shape.width for shape, bound in zip(split.layers[1:], bounds[1:]))
     assert 0 < extra < sum(bound * shape.width for shape, bound in zip(split.layers, bounds)) / 64
-    forced = nctl.NCTL.tabular().engine_config(8, fixed_blocks=(False, True, False))
+    forced = small.engine_config(8, fixed_blocks=(False, True, False))
     assert [shape.fixed for shape in forced.layers] == [False, True, False]
 
 

@@ -159,10 +159,10 @@ class _Classifier(_DictFeatures, base.Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a river classifier; the parameters are the learner's, and so are the
-    defaults but five: ``learning_rate``, ``layer_sizes``, ``context_bits``, ``pool_size`` and
-    ``min_segment`` are ``nctl.NCTL.tabular()``'s (``nctl.learners.TABULAR``, chosen on six tabular streams
-    against river's learners: [the river guide, "Defaults"](guide-river.md#defaults)). ``nctl.NCTL``'s own
-    defaults are the paper's Split MNIST network.
+    defaults but four: ``learning_rate``, ``layer_sizes``, ``pool_size`` and ``min_segment`` are
+    ``nctl.NCTL.tabular()``'s (``nctl.learners.TABULAR``, chosen on river's streams against river's
+    classifiers: [the river guide, "Defaults"](guide-river.md#defaults)). ``nctl.NCTL``'s own defaults are
+    the paper's Split MNIST network.
 
     With ``depth=None`` the tree grows with the stream, so the stream may have any length; for a stream
     of known length ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start.
@@ -179,12 +179,12 @@ class NCTLClassifier(_Classifier):
     # NCTL.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
+        layer_sizes: tuple = (4, 1),
+        context_bits: int = 4,
         learning_rate: float = 0.1,
         pool_size: int = 7,
         depth: int | None = None,
-        min_segment: int = 64,
+        min_segment: int = 128,
         reservoir_size: int = 100,
         refine_threshold: float = 0.0,
         skip_threshold: float = 0.0,
@@ -221,8 +221,8 @@ class NCTLClassifier(_Classifier):
 
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a river classifier; the parameters and defaults are
-    the learner's but ``learning_rate=0.1`` (``nctl.GLN.tabular()``, ``nctl.learners.GLN_TABULAR``;
-    [the river guide, "Defaults"](guide-river.md#defaults)).
+    the learner's but ``layer_sizes=(4, 1)`` and ``learning_rate=0.1``: ``NCTLClassifier``'s network
+    (``nctl.GLN.tabular()``, ``nctl.learners.GLN_TABULAR``; [the river guide, "Defaults"](guide-river.md#defaults)).
 
     >>> from river import datasets, evaluate, metrics, preprocessing
     >>> from nctl.river import GLNClassifier
@@ -236,7 +236,7 @@ class GLNClassifier(_Classifier):
     # GLN.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = (50, 25, 1),
+        layer_sizes: tuple = (4, 1),
         context_bits: int = 4,
         learning_rate: float = 0.1,
         n_classes: int = 2,

@@ -123,8 +123,8 @@ class _Classifier(ClassifierMixin, _Estimator):
 class GLNClassifier(_Classifier):
     """A Gated Linear Network (``nctl.GLN``) as a scikit-learn classifier; the parameters and their
     defaults are the learner's, except ``n_classes``, which comes from the labels, and
-    ``learning_rate=0.1`` (``nctl.GLN.tabular()``, ``nctl.learners.GLN_TABULAR``; [the river guide,
-    "Defaults"](guide-river.md#defaults)).
+    ``layer_sizes=(4, 1)`` and ``learning_rate=0.1``, ``NCTLClassifier``'s network (``nctl.GLN.tabular()``,
+    ``nctl.learners.GLN_TABULAR``; [the river guide, "Defaults"](guide-river.md#defaults)).
 
     ``partial_fit`` on consecutive chunks of a stream learns exactly what ``fit`` on the whole stream
     learns:
@@ -147,7 +147,7 @@ class GLNClassifier(_Classifier):
     # GLN.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = (50, 25, 1),
+        layer_sizes: tuple = (4, 1),
         context_bits: int = 4,
         learning_rate: float = 0.1,
         weight_init: str = "zeros",
@@ -167,11 +167,11 @@ class GLNClassifier(_Classifier):
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
     learner's, except ``n_classes``, which comes from the labels, and the tabular defaults of
-    ``learning_rate``, ``layer_sizes``, ``context_bits``, ``pool_size`` and ``min_segment``
+    ``learning_rate``, ``layer_sizes``, ``pool_size`` and ``min_segment``
     (``nctl.NCTL.tabular()``, ``nctl.learners.TABULAR``; [the river guide, "Defaults"](guide-river.md#defaults)).
 
-    It is used like ``GLNClassifier``; each new number of features or classes compiles the network
-    again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
+    It is used like ``GLNClassifier``; on the JAX engine (bounded mode, or ``NCTL_ENGINE=jax``) each new
+    number of features or classes compiles the network again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
     length ``n`` is best served by ``depth = ceil(log2 n)``:
 
     >>> from sklearn.pipeline import make_pipeline
@@ -188,12 +188,12 @@ class NCTLClassifier(_Classifier):
     # NCTL.tabular()
     def __init__(
         self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
+        layer_sizes: tuple = (4, 1),
+        context_bits: int = 4,
         learning_rate: float = 0.1,
         pool_size: int = 7,
         depth: int | None = None,
-        min_segment: int = 64,
+        min_segment: int = 128,
         reservoir_size: int = 100,
         refine_threshold: float = 0.0,
         skip_threshold: float = 0.0,

@@ -12,11 +12,12 @@ PAPER_NETWORKS = MappingProxyType({
 })
 # The paper's pool rule (FIFO) with the choices it leaves open at this project's values (docs/algorithm.md)
 PAPER_POOL = MappingProxyType({"pool_size": 15, "eviction": "fifo", "min_segment": 32})
-# Defaults for tabular streams, chosen by benchmarks/tabular_defaults.py (docs/guide-river.md,
-# "Defaults"): the river and scikit-learn adapters start from them.
-TABULAR = MappingProxyType({"learning_rate": 0.1, "layer_sizes": (16, 8, 1), "context_bits": 2, "pool_size": 7,
-                            "min_segment": 64})
-GLN_TABULAR = MappingProxyType({"learning_rate": 0.1})
+# Defaults for tabular streams, chosen by benchmarks/tabular_search.py (docs/guide-river.md, "Defaults"): the
+# river and scikit-learn classifiers start from them. NCTL and its GLN share the network, so that comparing
+# the two compares the pool.
+TABULAR_NETWORK = MappingProxyType({"layer_sizes": (4, 1), "context_bits": 4, "learning_rate": 0.1})
+TABULAR = MappingProxyType({**TABULAR_NETWORK, "pool_size": 7, "min_segment": 128})
+GLN_TABULAR = TABULAR_NETWORK
 # A grid of split probabilities, 2^-i and 1 - 2^-i for i = 1..6: ``split_prob=SPLIT_GRID`` mixes the PTWs of
 # all of them (docs/algorithm.md §3.6) instead of fixing one.
 SPLIT_GRID = tuple(sorted({2.0**-i for i in range(1, 7)} | {1 - 2.0**-i for i in range(1, 7)}))
