@@ -1,5 +1,6 @@
-"""Shared data fixtures: the real data folder ($NCTL_DATA, else ../shared/data next to the repo); and one
-JAX compilation cache per test run, shared by its worker processes (``pytest_configure``).
+"""Shared data fixtures: the real data folder ($NCTL_DATA, else ../shared/data next to the repo); one
+JAX compilation cache per test run, shared by its worker processes (``pytest_configure``); and Python's
+own Ctrl-C handling in every test process.
 
 Tests that need a real data set take its fixture (``mnist_dir``, ``fashion_mnist_dir``,
 ``elec2_dir``) and carry the ``data`` marker; the fixture skips, naming what is missing, when the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +30,13 @@ os.environ["NCTL_CACHE_DIR"] = "off"
 
 SESSION_CACHE = "NCTL_TEST_SESSION_CACHE"  # the folder of this test run's compiled programs
 _OWNS_CACHE = pytest.StashKey[bool]()
+
+
+# A run started in the background (``cmd &``, ``nohup``) inherits SIGINT ignored, and nctl.interrupts keeps a
+# program's ignored Ctrl-C ignored; tests/test_interrupts.py checks what a Ctrl-C does where Python handles it,
+# as in a terminal, so every test process starts with Python's handler.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config):
