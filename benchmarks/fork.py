@@ -23,6 +23,7 @@ from nctl import memory
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
 from nctl.learners import engine_learner
+from nctl.pool import Pool
 
 
 def nbytes(tree) -> int:
@@ -40,8 +41,8 @@ def main() -> None:
     args = parser.parse_args()
     engine_learner.POOL_COPY_SHARE = 0.0 if args.pool_on_disk else np.inf  # the learner's forks do as told
     rng = np.random.default_rng(0)
-    model = nctl.NCTL.paper_permuted_mnist(context_bits=args.context_bits, eviction="spacing", min_segment=256,
-                                           trained_members=args.trained_members)
+    pool = Pool(eviction="spacing", min_segment=256, trained_members=args.trained_members)
+    model = nctl.NCTL.paper_permuted_mnist(context_bits=args.context_bits, pool=pool)
     X = rng.standard_normal((args.steps + 50, 784)).astype(np.float32)
     y = rng.integers(0, 10, args.steps + 50)
     model.learn_many(X[:args.steps], y[:args.steps])

@@ -22,6 +22,7 @@ import numpy as np
 
 import nctl
 from nctl.experiments.run import cpu_name
+from nctl.pool import Pool
 
 N_FEATURES, CLASSES, PROTOCOL_STEPS = 784, 10, 600_000
 
@@ -33,8 +34,8 @@ def peak_resident_bytes() -> int:
 
 
 def learner(context_bits: int, trained_members: int | None) -> "nctl.NCTL":
-    return nctl.NCTL.paper_permuted_mnist(context_bits=context_bits, eviction="spacing", min_segment=256,
-                                          trained_members=trained_members)
+    pool = Pool(eviction="spacing", min_segment=256, trained_members=trained_members)
+    return nctl.NCTL.paper_permuted_mnist(context_bits=context_bits, pool=pool)
 
 
 def measure(context_bits: int, trained_members: int | None, steps: int) -> dict:

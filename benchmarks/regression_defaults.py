@@ -29,6 +29,7 @@ from river.datasets import synth
 import nctl
 from nctl import enable_compilation_cache
 from nctl.experiments.run import cpu_name
+from nctl.pool import with_pool
 from nctl.streams import running_standardise, synthetic_regression
 
 CANDIDATES = {  # NCTLRegressor settings compared, its defaults first; then GLNRegressor's
@@ -70,7 +71,8 @@ def running_mean_mae(y: np.ndarray) -> float:
 
 
 def score(kind: str, params: dict, X: np.ndarray, y: np.ndarray) -> dict:
-    model = LEARNERS[kind](**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
+    params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+    model = LEARNERS[kind](**with_pool(params, nctl.NCTLRegressor.pool))  # the search's flat pool settings
     start = time.perf_counter()
     predictions = model.learn_many(running_standardise(X), y)
     seconds = time.perf_counter() - start

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from nctl.learners.presets import SPLIT_GRID
+from nctl.pool import with_pool
 from nctl.river import NCTLClassifier, NCTLRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -146,7 +147,7 @@ def search(name: str, streams: dict, seed: int, learner_seeds: int, passes: int,
     def run(settings: dict) -> dict:
         if key(settings) not in candidates:
             numbers = {str(k): {s: suite.stored(suite.evaluate(
-                suite.Scaler() | task.estimator(**settings, **options(s), seed=k), rows, name))
+                suite.Scaler() | task.estimator(**with_pool(settings), **options(s), seed=k), rows, name))
                 for s, rows in streams.items()} for k in range(seed, seed + learner_seeds)}
             summary = score(task, numbers, river)
             summary["eligible"] = summary["rows_per_s"] >= floor

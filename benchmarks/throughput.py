@@ -48,6 +48,7 @@ import numpy as np
 import nctl
 from nctl.core import engine
 from nctl.experiments.run import cpu_name
+from nctl.pool import Pool
 
 
 class Network(NamedTuple):
@@ -68,9 +69,10 @@ class Network(NamedTuple):
         return self.classes if self.classes > 2 else 1
 
     def learner(self, trained_members: int | None = None, min_segment: int | None = None, **kwargs) -> "nctl.NCTL":
-        return nctl.NCTL(layer_sizes=self.layers, context_bits=self.context_bits, pool_size=self.pool,
-                         n_classes=self.classes, trained_members=trained_members, eviction=self.eviction,
-                         min_segment=min_segment or self.min_segment, **kwargs)
+        pool = Pool(size=self.pool, trained_members=trained_members, eviction=self.eviction,
+                    min_segment=min_segment or self.min_segment)
+        return nctl.NCTL(layer_sizes=self.layers, context_bits=self.context_bits, pool=pool, n_classes=self.classes,
+                         **kwargs)
 
 
 NETWORKS = {

@@ -17,6 +17,7 @@ import pytest
 
 import nctl
 from nctl import compilation
+from nctl.pool import Pool
 
 SCRIPT = """
 import sys, numpy as np, jax, nctl
@@ -133,7 +134,7 @@ def test_a_stream_learned_one_row_at_a_time_compiles_nothing_after_its_first_row
     boundary before). The native engine, whose fresh state is made in numpy, compiles nothing at all."""
     monkeypatch.setenv("NCTL_ENGINE", engine)
     X = np.random.default_rng(0).normal(size=(20, 3))
-    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, depth=6, seed=11)
+    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool=Pool(size=2, min_segment=4), depth=6, seed=11)
     with compilation.programs_made() as compiles:
         model.learn_one(X[0], 1)  # river's order: the first prediction comes after the first learning
         first = len(compiles)
@@ -158,7 +159,7 @@ def test_arenas_enlarged_mid_stream_compile_nothing_in_the_stream(monkeypatch):
     # compile the enlargement after next, which 100 rows do not reach)
     monkeypatch.setattr(engine.config, "ENLARGE_AHEAD_DOUBLINGS", 1)
     X = np.random.default_rng(1).normal(size=(100, 3))
-    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, reservoir_size=8, seed=12)
+    model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool=Pool(size=2, min_segment=4, reservoir_size=8), seed=12)
     with compilation.programs_made() as compiles:
         model.learn_one(X[0], 1)
         start, first = model.cfg_, compiles.count(threading.get_ident())
@@ -178,7 +179,7 @@ jax.monitoring.register_event_duration_secs_listener(
     if event == "/jax/core/compile/jaxpr_trace_duration" else None)
 nctl.enable_compilation_cache(sys.argv[1])
 X = np.random.default_rng(0).normal(size=(12, 3)).astype(np.float32)
-model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=4, depth=5, seed=3)
+model = nctl.NCTL(layer_sizes=(1,), context_bits=1, pool=nctl.Pool(size=2, min_segment=4), depth=5, seed=3)
 preds = []
 for x in X:  # river's order
     preds.append(model.predict_proba_one(x))
@@ -223,7 +224,7 @@ def test_stored_programs_learn_and_predict_as_jit_does(tmp_path, monkeypatch):
     y = (X[:, 1] > 0).astype(int)
 
     def run():
-        model = nctl.NCTL(layer_sizes=(1,), context_bits=2, pool_size=2, min_segment=4, depth=None, seed=4)
+        model = nctl.NCTL(layer_sizes=(1,), context_bits=2, pool=Pool(size=2, min_segment=4), depth=None, seed=4)
         preds = [model.learn_many(X[:20], y[:20])]
         for x, label in zip(X[20:], y[20:]):
             preds.append([model.predict_proba_one(x)])

@@ -19,6 +19,7 @@ MODULES = [
     "nctl.evaluate.seeds",
     "nctl.learners",
     "nctl.params",
+    "nctl.pool",
     "nctl.river",
     "nctl.sequence",
     "nctl.sklearn",

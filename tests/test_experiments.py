@@ -10,6 +10,7 @@ from nctl import cli, compilation
 from nctl.experiments import configs, executors, report, runners
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import SeedsFailed, write_json, config_folder, run, summarise
+from nctl.pool import Pool, with_pool
 
 # two layers: each layer adds seconds to every configuration's compilation (three-layer networks are in
 # tests/test_learners.py and tests/test_inspect.py)
@@ -292,7 +293,7 @@ def test_under_an_address_space_limit_a_learning_step_and_a_fork_count_in_full(m
     """Under ``ulimit -v`` a fork's pool copy (mapped from a file or not) and what a learning step holds
     beside the state take address space: a learner whose state and journals fit in free memory, but not
     with those, is refused with one line that names each part."""
-    learner = nctl.NCTL(layer_sizes=(6, 1), reservoir_size=8, depth=8, n_classes=2)
+    learner = nctl.NCTL(layer_sizes=(6, 1), pool=Pool(reservoir_size=8), depth=8, n_classes=2)
     state, working = learner.state_bytes(10), learner.working_bytes(10)
     assert working >= state  # the new arrays of a pool update stand beside the state's
     monkeypatch.setattr(runners, "available_memory", lambda: int(2 * state + working / 2))
@@ -311,7 +312,7 @@ def test_a_learner_whose_state_does_not_fit_in_memory_is_refused_before_training
     exp = configs.get("demo").replace({**SMALL_NETWORK, "kind": "task-matrix", "learners": '["nctl"]',
                                        "max_test": "20", "stream_args.n_segments": "3",
                                        "stream_args.segment_length": "80"})
-    learner = nctl.NCTL(**exp.network, **exp.nctl, depth=8, n_classes=2)
+    learner = nctl.NCTL(**exp.network, **with_pool(exp.nctl), depth=8, n_classes=2)
     state, forks = learner.state_bytes(10), learner.fork_bytes(10)
     assert 0 < forks < state  # a fixed tree's forks are journals: the state but its pool entries
     monkeypatch.setattr(runners, "available_memory", lambda: int(state + forks / 2))  # the learner fits, its forks not

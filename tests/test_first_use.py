@@ -99,9 +99,10 @@ def test_the_default_cache_is_pruned_to_its_cap_when_a_process_turns_it_on(tmp_p
 def test_a_numpy_row_given_to_the_river_classifier_points_to_dicts_and_leaves_it_unchanged():
     import numpy as np
 
+    from nctl import Pool
     from nctl.river import NCTLClassifier
 
-    model = NCTLClassifier(layer_sizes=(2, 1), pool_size=2, min_segment=4)
+    model = NCTLClassifier(layer_sizes=(2, 1), pool=Pool(size=2, min_segment=4))
     for method in (lambda x: model.learn_one(x, True), model.predict_proba_one):
         with pytest.raises(TypeError, match="dict of feature name -> number.*numpy.ndarray.*nctl.NCTL"):
             method(np.ones(3))

@@ -23,11 +23,12 @@ from nctl.experiments import configs, report
 from nctl.experiments import run as run_module
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.run import write_json, write_seed, aggregate, config_folder, config_hash, write_results
+from nctl.pool import Pool
 from nctl.river import GLNClassifier, NCTLClassifier
 from nctl.sklearn import GLNClassifier as SkGLNClassifier, NCTLClassifier as SkNCTLClassifier
 
 TINY = dict(layer_sizes=(3, 1), context_bits=1, learning_rate=0.1)
-TINY_NCTL = dict(TINY, pool_size=2, min_segment=4, reservoir_size=4, depth=6)
+TINY_NCTL = dict(TINY, pool=Pool(size=2, min_segment=4, reservoir_size=4), depth=6)
 
 
 def data(n=20, d=4, seed=0):
@@ -61,17 +62,31 @@ def test_a_bad_network_setting_is_refused_at_construction(learner, setting, mess
         learner(**setting)
 
 
+@pytest.mark.parametrize("setting, message", [
+    ({"size": 2.9}, r"Pool.size must be an integer in \[0, \d+\], got 2.9"),
+    ({"min_segment": 12}, r"Pool.min_segment must be a power of two in \[1, \d+\], got 12"),
+    ({"reservoir_size": 0}, r"Pool.reservoir_size must be an integer in \[1, \d+\], got 0"),
+    ({"eviction": "lru"}, r"Pool.eviction must be one of 'fifo', 'spacing', got 'lru'"),
+    ({"joint_evidence": "yes"}, r"Pool.joint_evidence must be True or False"),
+    ({"size": 2, "trained_members": 3}, r"Pool.trained_members must be None or in 1..size \(2\), got 3"),
+])
+def test_a_bad_pool_setting_is_refused_when_the_pool_is_made(setting, message):
+    with pytest.raises(ValueError, match=message):
+        Pool(**setting)
+
+
+@pytest.mark.parametrize("learner", [nctl.NCTL, nctl.NCTLRegressor, NCTLClassifier])
+def test_a_pool_that_is_not_a_pool_is_refused_at_construction(learner):
+    with pytest.raises(ValueError, match=r"pool must be an nctl.Pool, e.g. nctl.Pool\(size=7\), got 7"):
+        learner(pool=7)
+
+
 @pytest.mark.parametrize("learner", [nctl.NCTL, NCTLClassifier])
 @pytest.mark.parametrize("setting, message", [
-    ({"pool_size": 2.9}, r"pool_size must be an integer in \[0, \d+\], got 2.9"),
-    ({"min_segment": 12}, r"min_segment must be a power of two in \[1, \d+\], got 12"),
-    ({"reservoir_size": 0}, r"reservoir_size must be an integer in \[1, \d+\], got 0"),
     ({"split_prob": 1.5}, r"split_prob must be a finite number in \[0, 1\], got 1.5"),
     ({"split_prob": [0.5, 1.5]}, r"split_prob must be a number or a sequence of numbers in \[0, 1\], got \[0.5, 1.5\]"),
     ({"split_prob": ()}, r"split_prob must be a number or a non-empty sequence of distinct numbers in \[0, 1\], got \(\)"),
-    ({"eviction": "lru"}, r"eviction must be one of 'fifo', 'spacing', got 'lru'"),
     ({"depth": 2.5}, r"depth must be None or an integer in \[0, 31\], got 2.5"),
-    ({"joint_evidence": "yes"}, r"joint_evidence must be True or False"),
 ])
 def test_a_bad_nctl_setting_is_refused_at_construction(learner, setting, message):
     with pytest.raises(ValueError, match=message):
@@ -79,9 +94,9 @@ def test_a_bad_nctl_setting_is_refused_at_construction(learner, setting, message
 
 
 def test_integer_valued_floats_are_stored_as_integers():
-    model = nctl.NCTL(pool_size=3.0, min_segment=16.0, context_bits=2.0, layer_sizes=[4.0, 1])
-    assert (model.pool_size, model.min_segment, model.context_bits, model.layer_sizes) == (3, 16, 2, (4, 1))
-    assert all(type(v) is int for v in (model.pool_size, model.min_segment, model.context_bits))
+    model = nctl.NCTL(pool=Pool(size=3.0, min_segment=16.0), context_bits=2.0, layer_sizes=[4.0, 1])
+    assert (model.pool.size, model.pool.min_segment, model.context_bits, model.layer_sizes) == (3, 16, 2, (4, 1))
+    assert all(type(v) is int for v in (model.pool.size, model.pool.min_segment, model.context_bits))
 
 
 def test_a_state_that_does_not_fit_in_memory_is_refused_on_the_first_example(monkeypatch):
@@ -483,7 +498,7 @@ except MemoryError as error:
     ("seen", 8, 250_000_000, r"NCTL with 100 features needs 0\.4 GB but 0\.\d GB is free under the address-space "
                              r"limit RLIMIT_AS \(ulimit -v\) of \d+\.\d GB once \d\.\d GB is kept for XLA's "
                              r"compiler and threads; "
-                             r"lower context_bits, layer_sizes or pool_size"),
+                             r"lower context_bits, layer_sizes or the pool's size"),
     # room for the learner's first steps, not for the state (made in numpy)
     ("unseen", 10, 600_000_000, r"NCTL with 100 features needs 1\.3 GB and its allocation failed "
                                 r"\(Unable to allocate .*\); lower context_bits"),

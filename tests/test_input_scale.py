@@ -15,7 +15,7 @@ from nctl.learners import base
 from nctl.learners.inputs import SCALE_ROWS, unscaled
 
 SMALL_GLN = dict(layer_sizes=(4, 1), context_bits=2, learning_rate=0.1)
-SMALL_NCTL = dict(SMALL_GLN, pool_size=2, min_segment=8, depth=9)  # one compiled NCTL for the tests below
+SMALL_NCTL = dict(SMALL_GLN, pool=nctl.Pool(size=2, min_segment=8), depth=9)  # one compiled NCTL for the tests below
 
 
 @pytest.fixture(autouse=True)

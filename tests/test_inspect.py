@@ -11,10 +11,11 @@ import nctl
 from nctl.cli import main
 from nctl.core import gln, mixing, tree
 from nctl.inspect import boundaries, pools, saliency
+from nctl.pool import Pool
 from nctl.streams import synthetic
 
-SMALL = dict(layer_sizes=(4, 2, 1), context_bits=2, learning_rate=0.1, pool_size=4, min_segment=16, eviction="spacing",
-             reservoir_size=8, depth=10)
+SMALL = dict(layer_sizes=(4, 2, 1), context_bits=2, learning_rate=0.1,
+             pool=Pool(size=4, min_segment=16, eviction="spacing", reservoir_size=8), depth=10)
 SEGMENT = 256  # steps per concept of the synthetic stream: A B C A
 
 
@@ -72,7 +73,7 @@ def test_map_network_of_a_root_only_nctl_is_the_gln(stream):
     trained from step 1: the plain GLN (docs/algorithm.md §5.1)."""
     X, y, _ = stream
     shared = dict(layer_sizes=(4, 2, 1), context_bits=2, learning_rate=0.1)
-    learner = nctl.NCTL(**shared, pool_size=0, split_prob=0.0, depth=8)
+    learner = nctl.NCTL(**shared, pool=Pool(size=0), split_prob=0.0, depth=8)
     learner.learn_many(X[:200], y[:200])
     plain = nctl.GLN(**shared)
     plain.learn_many(X[:200], y[:200])
@@ -175,7 +176,7 @@ def test_pool_history_counters_add_up_and_entries_know_their_origin(stream, tmp_
     X, y, task = stream
     learner = nctl.NCTL(**SMALL)
     history = pools.record(learner, X, y)
-    P, k = learner.cfg_.chunk, SMALL["pool_size"]
+    P, k = learner.cfg_.chunk, SMALL["pool"].size
     assert list(history.steps) == list(range(0, len(X) + 1, P))
     updates = expected_pool_updates(len(X), P)
     for layer in range(3):

@@ -23,17 +23,19 @@ from nctl.core.engine import driver
 from nctl.learners.xla_calls import XlaCalls
 from nctl.native.gaussian_gln import GaussianGLNCalls
 from nctl.native.gln import GLNCalls
+from nctl.pool import Pool
 from nctl.streams import synthetic
 
 SMALL = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05)
-SMALL_NCTL = dict(SMALL, pool_size=3, min_segment=8, reservoir_size=8, depth=9)
+SMALL_NCTL = dict(SMALL, pool=Pool(size=3, min_segment=8, reservoir_size=8), depth=9)
 
 LEARNERS = {  # name: (learner factory, the call that learns a block of rows, engine)
     "nctl": (lambda: nctl.NCTL(**SMALL_NCTL), (driver, "run_steps"), "jax"),
     "gln-native": (lambda: nctl.GLN(**SMALL), (GLNCalls, "learn"), "native"),
     "gln-jax": (lambda: nctl.GLN(**SMALL), (XlaCalls, "learn"), "jax"),
-    "nctl-regressor": (lambda: nctl.NCTLRegressor(layer_sizes=(4, 1), context_bits=2, pool_size=3, min_segment=8,
-                                                  depth=10), (driver, "run_steps"), "jax"),
+    "nctl-regressor": (lambda: nctl.NCTLRegressor(layer_sizes=(4, 1), context_bits=2, depth=10,
+                                                  pool=Pool(size=3, min_segment=8, eviction="spacing")),
+                       (driver, "run_steps"), "jax"),
     "gln-regressor": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2), (XlaCalls, "learn"), "jax"),
     "gln-regressor-native": (lambda: nctl.GLNRegressor(layer_sizes=(4, 1), context_bits=2),
                              (GaussianGLNCalls, "learn"), "native"),

@@ -1,6 +1,7 @@
 """The object API: equivalences, persistence, input checking and behaviour of GLN and NCTL."""
 
 import json
+from dataclasses import replace
 
 import jax
 import numpy as np
@@ -9,10 +10,11 @@ import pytest
 import nctl
 from nctl.core import engine
 from nctl.learners import engine_learner
+from nctl.pool import Pool
 from nctl.streams import synthetic
 
 SMALL = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05)
-SMALL_NCTL = dict(SMALL, pool_size=3, min_segment=8, reservoir_size=8, depth=9)
+SMALL_NCTL = dict(SMALL, pool=Pool(size=3, min_segment=8, reservoir_size=8), depth=9)
 
 
 def stream_arrays(n, n_features=6, seed=0, n_classes=2):
@@ -197,7 +199,7 @@ def test_a_learner_with_fixed_blocks_saves_and_continues_exactly(tmp_path):
 
 
 # a growing tree on 3 features, whose engine for 2^20 steps two tests compare with
-GROWING = dict(layer_sizes=(3, 1), context_bits=1, pool_size=2, min_segment=2, reservoir_size=4, seed=2)
+GROWING = dict(layer_sizes=(3, 1), context_bits=1, pool=Pool(size=2, min_segment=2, reservoir_size=4), seed=2)
 
 
 @pytest.mark.parametrize("fixed", [True, False])
@@ -277,7 +279,8 @@ def assert_same_learner(a, b):
 
 
 FIXED_PLACES = pytest.param(lambda: nctl.NCTL(**dict(SMALL_NCTL, context_bits=1)), 2, id="nctl-fixed-places")  # §6.2
-BOUNDED = pytest.param(lambda: nctl.NCTL(**SMALL_NCTL, trained_members=2), 2, id="nctl-bounded")  # §5.3
+BOUNDED = pytest.param(lambda: nctl.NCTL(**dict(SMALL_NCTL, pool=replace(SMALL_NCTL["pool"], trained_members=2))), 2,
+                       id="nctl-bounded")  # §5.3
 
 
 @pytest.mark.parametrize("make, n_classes", LEARNERS[1:] + [FIXED_PLACES, BOUNDED])
@@ -328,7 +331,8 @@ def test_forks_on_rows_from_elsewhere_give_the_learner_back_exactly(trained_memb
     journals, take = [], engine.journal
     monkeypatch.setattr(engine, "journal", lambda *args, **kw: journals.append(take(*args, **kw)) or journals[-1])
     X, y = stream_arrays(700)
-    make = lambda: nctl.NCTL(**dict(SMALL_NCTL, min_segment=32), trained_members=trained_members)
+    pool = replace(SMALL_NCTL["pool"], min_segment=32, trained_members=trained_members)
+    make = lambda: nctl.NCTL(**dict(SMALL_NCTL, pool=pool))
     forked, plain = make(), make()
     forks = 2 if pool_copy == "disk" else 1  # the second fork from the same state reuses the first's file
     for t in range(0, 140, 7):
@@ -442,7 +446,7 @@ def test_nctl_remembers_a_task_that_returns_better_than_gln():
     losses = {}
     # spacing: with the authors' FIFO pruning a boundary where more segments close than the pool holds
     # empties it (docs/algorithm.md §4.7, §7); on this stream FIFO's loss is 0.44 against GLN's 0.53
-    nctl_model = nctl.NCTL(**dict(SMALL_NCTL, depth=11, eviction="spacing"))
+    nctl_model = nctl.NCTL(**dict(SMALL_NCTL, depth=11, pool=replace(SMALL_NCTL["pool"], eviction="spacing")))
     for name, model in [("gln", nctl.GLN(**SMALL)), ("nctl", nctl_model)]:
         p = model.learn_many(X, y)
         loss = -np.log(np.where(y == 1, p, 1 - p))
@@ -453,7 +457,7 @@ def test_nctl_remembers_a_task_that_returns_better_than_gln():
 def test_long_stream_stays_finite_with_flat_memory():
     rng = np.random.default_rng(0)
     # L_min 16: thousands of pool decisions and evictions, a quarter of the host round trips of L_min 4
-    model = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, pool_size=2, min_segment=16, reservoir_size=4,
+    model = nctl.NCTL(layer_sizes=(2, 1), context_bits=1, pool=Pool(size=2, min_segment=16, reservoir_size=4),
                       learning_rate=0.1, depth=17)
     sizes = []
     for block in range(10):  # 100,000 steps: two concepts swapping every 3,000 steps
@@ -580,7 +584,7 @@ def test_a_boundary_writes_a_winner_one_neuron_at_a_time():
     memory is less than one layer's rows at every context (which the process would otherwise allocate,
     and fault in, at every boundary)."""
     X, y = stream_arrays(20, n_features=200)
-    model = nctl.NCTL(layer_sizes=(16, 1), context_bits=6, pool_size=3, min_segment=8, reservoir_size=8, depth=9)
+    model = nctl.NCTL(layer_sizes=(16, 1), context_bits=6, pool=Pool(size=3, min_segment=8, reservoir_size=8), depth=9)
     model.learn_many(X[:10], y[:10])
     program = engine.compiled.pool_boundary.lower(model.state_, model.cfg_).compile()
     layer_rows = 16 * 2 ** 6 * 201 * 4  # N_i x C x (inputs + bias) x 4 B
@@ -592,7 +596,7 @@ def test_presets_are_the_papers_settings_that_the_experiments_use_and_take_overr
 
     split = nctl.NCTL.paper_split_mnist(seed=3)
     assert (split.layer_sizes, split.context_bits, split.learning_rate) == ((50, 25, 1), 4, 1e-3)
-    assert (split.eviction, split.pool_size, split.min_segment, split.seed) == ("fifo", 15, 32, 3)
+    assert (split.pool.eviction, split.pool.size, split.pool.min_segment, split.seed) == ("fifo", 15, 32, 3)
     permuted = nctl.NCTL.paper_permuted_mnist()
     assert (permuted.layer_sizes, permuted.context_bits, permuted.n_classes) == ((10, 5, 1), 6, 10)
     assert nctl.NCTL.paper_electricity().learning_rate == 0.1
@@ -629,6 +633,6 @@ def test_nctl_with_no_pool_runs_at_the_benchmarks_widths(n_features):
     rng = np.random.default_rng(n_features)
     X = rng.standard_normal((40, n_features)).astype(np.float32)
     y = (X[:, :3].sum(axis=1) > 0).astype(int)
-    gln, no_pool = nctl.GLN(**SMALL), nctl.NCTL(**SMALL, pool_size=0, split_prob=0.0, depth=6)
+    gln, no_pool = nctl.GLN(**SMALL), nctl.NCTL(**SMALL, pool=Pool(size=0), split_prob=0.0, depth=6)
     np.testing.assert_allclose(no_pool.learn_many(X[:32], y[:32]), gln.learn_many(X[:32], y[:32]), rtol=0, atol=1e-5)
     np.testing.assert_allclose(no_pool.predict_proba_many(X[32:]), gln.predict_proba_many(X[32:]), rtol=0, atol=1e-5)

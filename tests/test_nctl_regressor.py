@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import nctl
+from nctl.pool import Pool
 
 NETWORK = dict(layer_sizes=(8, 1), context_bits=3)
-SMALL = dict(**NETWORK, pool_size=4, min_segment=16, depth=12)  # one set of compiled programs for this file
+SMALL = dict(**NETWORK, pool=Pool(size=4, min_segment=16, eviction="spacing"), depth=12)  # one set of compiled
+# programs for this file
 
 
 def recurring_stream(n, period=400, seed=0, d=4):
@@ -137,7 +139,7 @@ def test_settings_are_checked_and_probabilities_are_not_offered():
     with pytest.raises(ValueError, match="min_variance"):
         nctl.NCTLRegressor(min_variance=2.0, max_variance=1.0)
     with pytest.raises(ValueError, match="min_segment"):
-        nctl.NCTLRegressor(min_segment=3)
+        nctl.NCTLRegressor(pool=Pool(min_segment=3))
     assert not hasattr(nctl.NCTLRegressor(), "predict_proba_one")
 
 

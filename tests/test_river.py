@@ -64,8 +64,9 @@ def test_predictions_equal_the_learners():
 def test_constructor_mirrors_the_learner():
     for wrapper, learner in [(NCTLClassifier, nctl.NCTL.tabular()), (GLNClassifier, nctl.GLN.tabular())]:
         defaults = {name: p.default for name, p in inspect.signature(wrapper).parameters.items()}
-        assert defaults == learner.params()  # the learner's tabular preset
-        assert wrapper()._get_params() == defaults
+        pool = {"pool": None} if "pool" in defaults else {}  # None: the preset's pool
+        assert defaults == {**learner.params(), **pool}  # the learner's tabular preset
+        assert wrapper()._get_params() == defaults and wrapper().learner.params() == learner.params()
     assert NCTLClassifier()._learner.learning_rate == 0.1 != nctl.NCTL().learning_rate
     with pytest.raises(ValueError, match="n_classes"):
         GLNClassifier(n_classes=1)

@@ -184,7 +184,8 @@ def test_the_docs_river_example_runs():
 
 # NCTLRegressor: the adapter is the same class with another learner; its checks, and that it predicts as its
 # learner does, row by row, on a stream whose concept flips (its pool then holds states)
-NCTL_SMALL = dict(layer_sizes=(4, 1), context_bits=2, pool_size=3, min_segment=16, depth=10)
+NCTL_SMALL = dict(layer_sizes=(4, 1), context_bits=2, pool=nctl.Pool(size=3, min_segment=16, eviction="spacing"),
+                  depth=10)
 
 
 @pytest.mark.filterwarnings(UNSCALED)
@@ -195,7 +196,8 @@ def test_river_estimator_checks_nctl(check):
 
 def test_nctl_regressor_mirrors_its_learner_and_predicts_as_it_does():
     defaults = {name: p.default for name, p in inspect.signature(NCTLRegressor).parameters.items()}
-    assert defaults == nctl.NCTLRegressor().params() and NCTLRegressor()._get_params() == defaults
+    assert defaults == {**nctl.NCTLRegressor().params(), "pool": None} and NCTLRegressor()._get_params() == defaults
+    assert NCTLRegressor().learner.params() == nctl.NCTLRegressor().params()  # None: the learner's own pool
     X, y = regression_rows(300, seed=8)
     y = np.where((np.arange(300) // 50) % 2 == 1, -y, y)
     model, learner = NCTLRegressor(**NCTL_SMALL), nctl.NCTLRegressor(**NCTL_SMALL)

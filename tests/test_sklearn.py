@@ -17,8 +17,8 @@ from nctl.sklearn import GLNClassifier, NCTLClassifier
 # One neuron: every distinct feature and class count compiles the learner again (NCTL: seconds), and the
 # checks use eight. The fixed NCTL depth (2^9 steps) covers every stream here, so the tree never grows.
 SMALL_GLN = dict(layer_sizes=(1,), context_bits=1, learning_rate=0.1)
-SMALL_NCTL = dict(layer_sizes=(1,), context_bits=1, learning_rate=0.1, pool_size=2, depth=9, min_segment=8,
-                  reservoir_size=8)
+SMALL_NCTL = dict(layer_sizes=(1,), context_bits=1, learning_rate=0.1, depth=9,
+                  pool=nctl.Pool(size=2, min_segment=8, reservoir_size=8))
 CLASSIFIERS = [
     pytest.param(lambda: GLNClassifier(**SMALL_GLN), lambda **kw: nctl.GLN(**SMALL_GLN, **kw), id="gln"),
     pytest.param(lambda: NCTLClassifier(**SMALL_NCTL), lambda **kw: nctl.NCTL(**SMALL_NCTL, **kw), id="nctl"),
@@ -103,7 +103,10 @@ def test_constructor_mirrors_the_learner_but_n_classes():
     for wrapper, learner in [(GLNClassifier, nctl.GLN.tabular()), (NCTLClassifier, nctl.NCTL.tabular())]:
         defaults = {name: p.default for name, p in inspect.signature(wrapper).parameters.items()}
         preset = {name: value for name, value in learner.params().items() if name != "n_classes"}
-        assert defaults == preset and wrapper().get_params() == defaults
+        pool = {"pool": None} if "pool" in defaults else {}  # None: the preset's pool
+        assert defaults == {**preset, **pool} and wrapper().get_params() == defaults
+        X, y = rows(20)
+        assert wrapper().fit(X, y).learner_.params() == {**learner.params(), "n_classes": 3}
 
 
 def test_import_nctl_does_not_import_sklearn():

@@ -174,7 +174,7 @@ def test_the_docs_scikit_learn_example_runs():
 
 # NCTLRegressor: the same checks on a one-neuron network with a small pool; one pass over check_regressors_train's
 # 200 rows learns them to R^2 > 0.5 here too
-NCTL_SMALL = dict(layer_sizes=(1,), context_bits=1, pool_size=2, min_segment=16, depth=9)
+NCTL_SMALL = dict(layer_sizes=(1,), context_bits=1, pool=nctl.Pool(size=2, min_segment=16, eviction="spacing"), depth=9)
 
 
 @parametrize_with_checks([NCTLRegressor(**NCTL_SMALL)])
@@ -184,7 +184,8 @@ def test_scikit_learn_estimator_checks_nctl(estimator, check):
 
 def test_nctl_regressor_mirrors_its_learner_and_predicts_as_it_does():
     defaults = {name: p.default for name, p in inspect.signature(NCTLRegressor).parameters.items()}
-    assert defaults == nctl.NCTLRegressor().params() and NCTLRegressor().get_params() == defaults
+    assert defaults == {**nctl.NCTLRegressor().params(), "pool": None} and NCTLRegressor().get_params() == defaults
+    assert NCTLRegressor().fit(*regression_rows(20, seed=7)).learner_.params() == nctl.NCTLRegressor().params()
     X, y = regression_rows(300, seed=7)
     model = NCTLRegressor(**NCTL_SMALL).fit(X, y)
     learner = nctl.NCTLRegressor(**NCTL_SMALL)

@@ -78,7 +78,7 @@ def make_gln():
 
 
 def make_nctl():
-    return nctl.NCTL(layer_sizes=(4, 1), context_bits=2, depth=8, pool_size=3, n_classes=3)
+    return nctl.NCTL(layer_sizes=(4, 1), context_bits=2, depth=8, pool=nctl.Pool(size=3), n_classes=3)
 
 
 def make_regressor():

@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 import nctl  # noqa: E402
 from nctl.core import engine  # noqa: E402
 from nctl.experiments.run import cpu_name  # noqa: E402
+from nctl.pool import Pool
 
 EVENTS = {"jaxpr_trace_duration": "trace_s", "jaxpr_to_mlir_module_duration": "lower_s",
           "backend_compile_duration": "compile_s"}
@@ -122,7 +123,8 @@ def main() -> None:
     jax.monitoring.register_event_duration_secs_listener(listener)
     X = np.random.default_rng(0).normal(size=(300, 3)).astype(np.float32)
     start = time.perf_counter()
-    model = nctl.NCTL(layer_sizes=tuple(args.layer_sizes), context_bits=1, pool_size=2, min_segment=4, depth=9, seed=3)
+    model = nctl.NCTL(layer_sizes=tuple(args.layer_sizes), context_bits=1, pool=Pool(size=2, min_segment=4), depth=9,
+                      seed=3)
     model.learn_many(X[:40], (X[:40, 0] > 0).astype(int))
     learned = time.perf_counter()
     for size in PREDICTION_SIZES:

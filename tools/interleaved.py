@@ -163,9 +163,12 @@ def network_in_turns(packages: dict, net: "throughput.Network", windows: int, tr
     y = rng.integers(0, net.classes, len(X))
 
     def learner(package):
-        model = package.NCTL(layer_sizes=net.layers, context_bits=net.context_bits, pool_size=net.pool,
-                             n_classes=net.classes, trained_members=trained_members, eviction=net.eviction,
-                             min_segment=net.min_segment, depth=net.depth)
+        pool = dict(pool_size=net.pool, trained_members=trained_members, eviction=net.eviction,
+                    min_segment=net.min_segment)
+        if hasattr(package, "Pool"):  # a checkout with nctl.Pool (the earlier ones take the flat keywords)
+            pool = {"pool": package.Pool(**{"size" if k == "pool_size" else k: v for k, v in pool.items()})}
+        model = package.NCTL(layer_sizes=net.layers, context_bits=net.context_bits, **pool, n_classes=net.classes,
+                             depth=net.depth)
         model.learn_many(X[:block], y[:block])
         return model
 

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path.cwd()))  # the tests package, for the KT test's coin
 from tests.core.test_sequence_exact import coin_bits  # noqa: E402
 
 from nctl.core import pool  # noqa: E402
+from nctl.pool import Pool
 from nctl.sequence import FMN  # noqa: E402
 
 
@@ -33,7 +34,8 @@ def main() -> None:
     if args.float64_tolerance is not None:
         pool.TIE_TOLERANCE["float64"] = args.float64_tolerance
     for seed in range(args.strings):
-        run = FMN(depth=15, joint_evidence=False).run(coin_bits(np.random.default_rng(seed), 5000, switch=0.005))
+        bits = coin_bits(np.random.default_rng(seed), 5000, switch=0.005)
+        run = FMN(depth=15, pool=Pool(joint_evidence=False)).run(bits)
         print(json.dumps({"seed": seed, "float64_tolerance": pool.tie_tolerance(np.float64),
                           "log_evidence": float(np.asarray(run.evidence).reshape(-1)[-1]),
                           "pool_events": np.asarray(run.events)[-1].tolist()}), flush=True)

@@ -25,6 +25,7 @@ from nctl.core import gln
 from nctl.evaluate.scores import accuracy, log_loss_steps
 from nctl.evaluate.task_matrix import ADAPT_STEPS, adapted
 from nctl.inspect import boundaries
+from nctl.pool import with_pool
 from nctl.streams import permuted_mnist
 
 NETWORK = {"layer_sizes": (10, 5, 1), "context_bits": 6, "learning_rate": 0.003, "n_classes": 10, "seed": 0}
@@ -53,7 +54,7 @@ def main() -> None:
     stream = permuted_mnist(args.data_dir, seed=0, n_tasks=args.tasks, examples_per_task=args.per_task,
                             deskewed=True, z_clip=3.0)
     network = {key: settings[key] for key in NETWORK}
-    model, substrate = nctl.NCTL(**settings), nctl.GLN(**network)
+    model, substrate = nctl.NCTL(**with_pool(settings)), nctl.GLN(**network)
     tests = [tuple(a[:TEST_IMAGES] for a in task.test_set()) for task in stream.tasks]
     task_end = []  # the GLN as it was at each task's end
     for seg, (_, start, stop) in enumerate(stream.segments()):

@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 import nctl
+from nctl.pool import Pool
 from nctl.sequence import FMN
 
 NETWORKS = [((50, 25, 1), 784, 4, 2, 0), ((6, 3, 1), 784, 1, 10, 3), ((4, 3, 1), 6, 2, 3, 11), ((2, 1), 3, 2, 2, 3),
@@ -87,8 +88,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for layers, d, bits, classes, seed in NETWORKS:
         X, y = rng.standard_normal((70, d)).astype(np.float32), rng.integers(0, classes, 70)
-        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes, pool_size=3, min_segment=8,
-                          reservoir_size=8, depth=9, seed=seed)
+        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes,
+                          pool=Pool(size=3, min_segment=8, reservoir_size=8), depth=9, seed=seed)
         p = model.learn_many(X, y)
         gln = nctl.GLN(layer_sizes=layers, context_bits=bits, n_classes=classes, seed=seed)
         q = gln.learn_many(X, y)
@@ -97,13 +98,13 @@ def main() -> None:
                           "state_bytes": model.state_bytes(d)}))
     for layers, d, bits, classes, seed in (NETWORKS[2], NETWORKS[5]):
         X, y = rng.standard_normal((70, d)).astype(np.float32), rng.integers(0, classes, 70)
-        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes, pool_size=3, min_segment=4,
-                          reservoir_size=8, depth=9, seed=seed, trained_members=2)
+        model = nctl.NCTL(layer_sizes=layers, context_bits=bits, n_classes=classes,
+                          pool=Pool(size=3, min_segment=4, reservoir_size=8, trained_members=2), depth=9, seed=seed)
         p = model.learn_many(X, y)
         events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
         print(json.dumps({"bounded_network": [list(layers), d, bits, classes, seed], "nctl_state": digest(nctl_state(model)),
                           "nctl_rows": digest(nctl_rows(model)), "nctl_predictions": digest(p), "pool_events": events.tolist()}))
-    run = FMN(pool_size=3, min_segment=2, initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
+    run = FMN(pool=Pool(size=3, min_segment=2), initial_pool=((1.0, 2.0),)).run(rng.integers(0, 2, 100))
     print(json.dumps({"fmn_p1": digest(run.p1), "fmn_pool": run.pool}))
     print(json.dumps(split_mnist_network(6000)))
     for trained_members in (None, 4):
@@ -117,8 +118,8 @@ def permuted_mnist_network(n: int, trained_members: int | None) -> dict:
     rng = np.random.default_rng(1)
     X = rng.standard_normal((n, 784)).astype(np.float32)
     y = (np.argmax(X[:, :10], axis=1) + (np.arange(n) // 256) * 3) % 10
-    model = nctl.NCTL(layer_sizes=(10, 5, 1), context_bits=6, n_classes=10, pool_size=15, depth=11, min_segment=64,
-                      eviction="spacing", trained_members=trained_members)
+    pool = Pool(size=15, min_segment=64, eviction="spacing", trained_members=trained_members)
+    model = nctl.NCTL(layer_sizes=(10, 5, 1), context_bits=6, n_classes=10, pool=pool, depth=11)
     p = model.learn_many(X, y)
     events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
     return {"permuted_mnist_network": n, "trained_members": trained_members, "nctl_state": digest(nctl_state(model)),
@@ -131,7 +132,7 @@ def split_mnist_network(n: int) -> dict:
     X = rng.standard_normal((n, 784)).astype(np.float32)
     rule = X[:, 0] + 0.5 * X[:, 1]
     y = (np.where((np.arange(n) // 128) % 2 == 1, -rule, rule) > 0).astype(np.int64)
-    model = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16, min_segment=32)
+    model = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool=Pool(size=15, min_segment=32), depth=16)
     p = model.learn_many(X, y)
     events = sum(np.asarray(layer).sum(axis=0) for net in model.pool_events() for layer in net)
     return {"split_mnist_network": n, "nctl_state": digest(nctl_state(model)), "nctl_rows": digest(nctl_rows(model)),

@@ -19,5 +19,6 @@ __version__ = "0.1.0"
 
 from nctl.compilation import enable_compilation_cache  # noqa: E402
 from nctl.learners import GLN, NCTL, GLNRegressor, NCTLRegressor, load  # noqa: E402
+from nctl.pool import Pool  # noqa: E402
 
-__all__ = ["GLN", "GLNRegressor", "NCTL", "NCTLRegressor", "enable_compilation_cache", "load"]
+__all__ = ["GLN", "GLNRegressor", "NCTL", "NCTLRegressor", "Pool", "enable_compilation_cache", "load"]

@@ -142,18 +142,25 @@ GLN_RULES: dict[str, Rule] = {
     "max_weight": partial(check_float, low=0, low_open=True),
     "seed": partial(check_int, low=0, high=MAX_SEED),
 }
-FMN_RULES: dict[str, Rule] = {  # the Forget-Me-Not settings of every learner run by the NCTL engine
-    "pool_size": partial(check_int, low=0, high=MAX_POOL_SIZE),
-    "depth": partial(check_optional_int, low=0, high=MAX_DEPTH),
+POOL_RULES: dict[str, Rule] = {  # the pool's settings: the fields of ``nctl.Pool``
+    "size": partial(check_int, low=0, high=MAX_POOL_SIZE),
     "min_segment": partial(check_power_of_two, low=1, high=MAX_MIN_SEGMENT),
     "reservoir_size": partial(check_int, low=1, high=MAX_RESERVOIR_SIZE),
     "refine_threshold": check_float,
     "skip_threshold": check_float,
     "joint_evidence": check_bool,
     "eviction": partial(check_choice, choices=EVICTION_POLICIES),
-    "split_prob": check_split_prob,
     "trained_members": partial(check_optional_int, low=1, high=MAX_POOL_SIZE),
 }
+# The pool's settings as flat keywords (the experiments' ``nctl`` group, and the learners' keywords before
+# ``nctl.Pool``): keyword -> field
+POOL_KEYWORDS = {"pool_size": "size", **{name: name for name in POOL_RULES if name != "size"}}
+TREE_RULES: dict[str, Rule] = {
+    "depth": partial(check_optional_int, low=0, high=MAX_DEPTH),
+    "split_prob": check_split_prob,
+}
+FMN_RULES: dict[str, Rule] = {  # the Forget-Me-Not settings as flat keywords: the pool's and the tree's
+    **{keyword: POOL_RULES[name] for keyword, name in POOL_KEYWORDS.items()}, **TREE_RULES}
 NCTL_RULES: dict[str, Rule] = {**GLN_RULES, **FMN_RULES}
 
 

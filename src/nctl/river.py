@@ -12,13 +12,15 @@ import copy
 import math
 import numbers
 import sys
+from collections.abc import Mapping
 
 import numpy as np
 from river import base
 from river.proba import base as proba_base
 
 from nctl import learners
-from nctl.learners import GLN, NCTL
+from nctl.adapter_params import NO_DEFAULTS, adapter_init, learner_params
+from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
 from nctl.learners.regressor import MAX_TARGET
 
 BINARY_LABELS = (False, True)
@@ -34,10 +36,12 @@ class _DictFeatures:
     """
 
     _learner_class: type
+    _learner_defaults: Mapping  # the adapter's defaults over the learner's own (``nctl.adapter_params``)
 
     def _start(self) -> None:
         """A fresh learner; no features known yet."""
-        self._learner = self._learner_class(**self._get_params())
+        params = learner_params(self._learner_class, self._learner_defaults, self._get_params())
+        self._learner = self._learner_class(**params)
         self._features: list | None = None  # feature names in vector order
 
     def __copy__(self):
@@ -159,10 +163,10 @@ class _Classifier(_DictFeatures, base.Classifier):
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a river classifier; the parameters are the learner's, and so are the
-    defaults but four: ``learning_rate``, ``layer_sizes``, ``pool_size`` and ``min_segment`` are
-    ``nctl.NCTL.tabular()``'s (``nctl.learners.TABULAR``, chosen on river's streams against river's
-    classifiers: [the river guide, "Defaults"](guide-river.md#defaults)). ``nctl.NCTL``'s own defaults are
-    the paper's Split MNIST network.
+    defaults but three: ``learning_rate``, ``layer_sizes`` and the pool are ``nctl.NCTL.tabular()``'s
+    (``nctl.learners.TABULAR``, chosen on river's streams against river's classifiers: [the river guide,
+    "Defaults"](guide-river.md#defaults)); ``pool=None`` is ``nctl.Pool(size=7, min_segment=128)``.
+    ``nctl.NCTL``'s own defaults are the paper's Split MNIST network.
 
     With ``depth=None`` the tree grows with the stream, so the stream may have any length; for a stream
     of known length ``n``, ``depth = ceil(log2(n))`` fixes the tree from the start.
@@ -173,50 +177,8 @@ class NCTLClassifier(_Classifier):
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
     """
 
-    _learner_class = NCTL
-
-    # the defaults are written out for the API reference to show; tests/test_river.py checks them against
-    # NCTL.tabular()
-    def __init__(
-        self,
-        layer_sizes: tuple = (4, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.1,
-        pool_size: int = 7,
-        depth: int | None = None,
-        min_segment: int = 128,
-        reservoir_size: int = 100,
-        refine_threshold: float = 0.0,
-        skip_threshold: float = 0.0,
-        joint_evidence: bool = False,
-        eviction: str = "fifo",
-        trained_members: int | None = None,
-        split_prob: float | tuple = 0.5,
-        n_classes: int = 2,
-        weight_init: str = "zeros",
-        prob_eps: float = 0.01,
-        max_weight: float = 200.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.pool_size = pool_size
-        self.depth = depth
-        self.min_segment = min_segment
-        self.reservoir_size = reservoir_size
-        self.refine_threshold = refine_threshold
-        self.skip_threshold = skip_threshold
-        self.joint_evidence = joint_evidence
-        self.eviction = eviction
-        self.trained_members = trained_members
-        self.split_prob = split_prob
-        self.n_classes = n_classes
-        self.weight_init = weight_init
-        self.prob_eps = prob_eps
-        self.max_weight = max_weight
-        self.seed = seed
-        self._start()
+    _learner_class, _learner_defaults = NCTL, TABULAR
+    __init__ = adapter_init(NCTL, TABULAR, then="_start")
 
 
 class GLNClassifier(_Classifier):
@@ -230,30 +192,8 @@ class GLNClassifier(_Classifier):
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())  # doctest: +SKIP
     """
 
-    _learner_class = GLN
-
-    # the defaults are written out for the API reference to show; tests/test_river.py checks them against
-    # GLN.tabular()
-    def __init__(
-        self,
-        layer_sizes: tuple = (4, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.1,
-        n_classes: int = 2,
-        weight_init: str = "zeros",
-        prob_eps: float = 0.01,
-        max_weight: float = 200.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.n_classes = n_classes
-        self.weight_init = weight_init
-        self.prob_eps = prob_eps
-        self.max_weight = max_weight
-        self.seed = seed
-        self._start()
+    _learner_class, _learner_defaults = GLN, GLN_TABULAR
+    __init__ = adapter_init(GLN, GLN_TABULAR, then="_start")
 
 
 class Normal(proba_base.ContinuousDistribution):
@@ -346,36 +286,14 @@ class GLNRegressor(_Regressor):
     𝒩(μ=..., σ=...)
     """
 
-    _learner_class = learners.GLNRegressor
-
-    # the defaults are written out for the API reference to show; tests/test_river_regressor.py checks them
-    # against nctl.GLNRegressor's
-    def __init__(
-        self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
-        learning_rate: float = 0.01,
-        min_variance: float = 0.1,
-        max_variance: float = 10.0,
-        max_weight: float = 100.0,
-        max_mean: float = 10.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.min_variance = min_variance
-        self.max_variance = max_variance
-        self.max_weight = max_weight
-        self.max_mean = max_mean
-        self.seed = seed
-        self._start()
+    _learner_class, _learner_defaults = learners.GLNRegressor, NO_DEFAULTS
+    __init__ = adapter_init(learners.GLNRegressor, NO_DEFAULTS, then="_start")
 
 
 class NCTLRegressor(_Regressor):
     """NCTL for regression (``nctl.NCTLRegressor``) as a river regressor; the parameters and their defaults
-    are the learner's. Targets are given raw (the learner standardises them by their running mean and
-    standard deviation); the features should be standardised, so put a ``preprocessing.StandardScaler``
+    are the learner's (``pool=None`` is its pool, ``nctl.Pool(eviction="spacing")``). Targets are given raw
+    (the learner standardises them by their running mean and standard deviation); the features should be standardised, so put a ``preprocessing.StandardScaler``
     in front of it. A concept that comes back is recalled from each neuron's pool of remembered states.
 
     >>> from river import datasets, evaluate, metrics, preprocessing
@@ -386,47 +304,5 @@ class NCTLRegressor(_Regressor):
     True
     """
 
-    _learner_class = learners.NCTLRegressor
-
-    # the defaults are written out for the API reference to show; tests/test_river_regressor.py checks them
-    # against nctl.NCTLRegressor's
-    def __init__(
-        self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
-        learning_rate: float = 0.02,
-        min_variance: float = 0.1,
-        max_variance: float = 10.0,
-        max_weight: float = 100.0,
-        max_mean: float = 10.0,
-        pool_size: int = 15,
-        depth: int | None = None,
-        min_segment: int = 32,
-        reservoir_size: int = 100,
-        refine_threshold: float = 0.0,
-        skip_threshold: float = 0.0,
-        joint_evidence: bool = False,
-        eviction: str = "spacing",
-        split_prob: float | tuple = 0.5,
-        seed: int = 0,
-        trained_members: int | None = None,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.min_variance = min_variance
-        self.max_variance = max_variance
-        self.max_weight = max_weight
-        self.max_mean = max_mean
-        self.pool_size = pool_size
-        self.depth = depth
-        self.min_segment = min_segment
-        self.reservoir_size = reservoir_size
-        self.refine_threshold = refine_threshold
-        self.skip_threshold = skip_threshold
-        self.joint_evidence = joint_evidence
-        self.eviction = eviction
-        self.split_prob = split_prob
-        self.seed = seed
-        self.trained_members = trained_members
-        self._start()
+    _learner_class, _learner_defaults = learners.NCTLRegressor, NO_DEFAULTS
+    __init__ = adapter_init(learners.NCTLRegressor, NO_DEFAULTS, then="_start")

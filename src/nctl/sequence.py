@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nctl.core import engine, tree
-from nctl.core.pool import PoolConfig
 from nctl.core.rows import KTRows
+from nctl.pool import Pool, pool_keywords
 
 
 def check_bits(bits) -> np.ndarray:
@@ -79,6 +79,7 @@ class SequenceRun(NamedTuple):
 MIN_MAX_DEPTH = 12  # strings of up to 2^12 - 1 bits share one engine, compiled once, per setting
 
 
+@pool_keywords
 @dataclass(frozen=True)
 class FMN:
     """The Forget-Me-Not process over KT counts ([algorithm §4](algorithm.md#4-the-forget-me-not-process)):
@@ -86,22 +87,15 @@ class FMN:
     the pool with ``(n_0, n_1)`` counts; ``depth=None`` grows the tree with the string."""
 
     depth: int | None = None
-    pool_size: int = 15
-    min_segment: int = 32
-    reservoir_size: int = 100
-    refine_threshold: float = 0.0
-    skip_threshold: float = 0.0
-    joint_evidence: bool = False
-    eviction: str = "fifo"
+    pool: Pool = Pool()
     initial_pool: tuple = ()
     split_prob: float = 0.5
     seed: int = 0
 
     def config(self, n_steps: int) -> engine.EngineConfig:
-        pool = PoolConfig(self.pool_size, self.min_segment, self.reservoir_size, self.refine_threshold,
-                          self.skip_threshold, self.joint_evidence, self.eviction)
         max_depth = max(self.depth or 0, engine.max_depth_for(n_steps), MIN_MAX_DEPTH)
-        return engine.configure(0, (1,), 0, KTRows(), pool, tree.split_grid(self.split_prob), 2, max_depth)
+        return engine.configure(0, (1,), 0, KTRows(), self.pool.config(), tree.split_grid(self.split_prob), 2,
+                                max_depth)
 
     def run(self, bits) -> SequenceRun:
         bits = check_bits(bits)
@@ -139,7 +133,7 @@ class PTW:
     fmn: FMN = field(init=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "fmn", FMN(depth=self.depth, pool_size=0, split_prob=self.split_prob))
+        object.__setattr__(self, "fmn", FMN(depth=self.depth, pool=Pool(size=0), split_prob=self.split_prob))
 
     def log_probs(self, bits) -> np.ndarray:
         return self.fmn.log_probs(bits)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -31,7 +32,8 @@ from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from nctl import learners
-from nctl.learners import GLN, NCTL
+from nctl.adapter_params import NO_DEFAULTS, adapter_init, learner_params
+from nctl.learners import GLN, GLN_TABULAR, NCTL, TABULAR
 
 FEATURE_DTYPES = (np.float32, np.float64)  # other numeric inputs become float32, the learners' dtype
 
@@ -42,6 +44,12 @@ class _Estimator(BaseEstimator):
     calls that change nothing."""
 
     _learner_class: type
+    _learner_defaults: Mapping  # the adapter's defaults over the learner's own (``nctl.adapter_params``)
+
+    def _new_learner(self, **extra):
+        """A fresh learner of this estimator's parameters (``pool=None``: the adapter's pool) and ``extra``."""
+        params = learner_params(self._learner_class, self._learner_defaults, self.get_params())
+        return self._learner_class(**params, **extra)
 
     def __copy__(self):
         """``copy.copy`` is ``copy.deepcopy``: an estimator that learns apart from this one (a shallow copy
@@ -98,7 +106,7 @@ class _Classifier(ClassifierMixin, _Estimator):
         if len(classes) < 2:
             raise ValueError(f"a classifier needs at least 2 classes, got 1 class: {classes.tolist()}")
         self.classes_ = classes
-        self.learner_ = self._learner_class(**self.get_params(), n_classes=len(classes))
+        self.learner_ = self._new_learner(n_classes=len(classes))
 
     def _learn(self, X: np.ndarray, y: np.ndarray):
         unknown = ~np.isin(y, self.classes_)
@@ -141,88 +149,33 @@ class GLNClassifier(_Classifier):
     (['high', 'low', 'mid'], True)
     """
 
-    _learner_class = GLN
-
-    # the defaults are written out for the API reference to show; tests/test_sklearn.py checks them against
-    # GLN.tabular()
-    def __init__(
-        self,
-        layer_sizes: tuple = (4, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.1,
-        weight_init: str = "zeros",
-        prob_eps: float = 0.01,
-        max_weight: float = 200.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.weight_init = weight_init
-        self.prob_eps = prob_eps
-        self.max_weight = max_weight
-        self.seed = seed
+    _learner_class, _learner_defaults = GLN, GLN_TABULAR
+    __init__ = adapter_init(GLN, GLN_TABULAR, without=("n_classes",))
 
 
 class NCTLClassifier(_Classifier):
     """NCTL (``nctl.NCTL``) as a scikit-learn classifier; the parameters and their defaults are the
     learner's, except ``n_classes``, which comes from the labels, and the tabular defaults of
-    ``learning_rate``, ``layer_sizes``, ``pool_size`` and ``min_segment``
-    (``nctl.NCTL.tabular()``, ``nctl.learners.TABULAR``; [the river guide, "Defaults"](guide-river.md#defaults)).
+    ``learning_rate``, ``layer_sizes`` and the pool (``nctl.NCTL.tabular()``, ``nctl.learners.TABULAR``;
+    [the river guide, "Defaults"](guide-river.md#defaults)): ``pool=None`` is ``nctl.Pool(size=7,
+    min_segment=128)``.
 
     It is used like ``GLNClassifier``; on the JAX engine (bounded mode, or ``NCTL_ENGINE=jax``) each new
-    number of features or classes compiles the network again, which takes seconds. With ``depth=None`` the tree grows with the stream; a stream of known
-    length ``n`` is best served by ``depth = ceil(log2 n)``:
+    number of features or classes compiles the network again, which takes seconds. With ``depth=None``
+    the tree grows with the stream; a stream of known length ``n`` is best served by
+    ``depth = ceil(log2 n)``:
 
+    >>> import nctl
     >>> from sklearn.pipeline import make_pipeline
     >>> from sklearn.preprocessing import StandardScaler
     >>> from nctl.sklearn import NCTLClassifier
-    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(depth=12))  # 4,096 rows
-    >>> model[-1].get_params()["pool_size"]
-    7
+    >>> model = make_pipeline(StandardScaler(), NCTLClassifier(depth=12, pool=nctl.Pool(size=3)))  # 4,096 rows
+    >>> model[-1].get_params()["pool"].size
+    3
     """
 
-    _learner_class = NCTL
-
-    # the defaults are written out for the API reference to show; tests/test_sklearn.py checks them against
-    # NCTL.tabular()
-    def __init__(
-        self,
-        layer_sizes: tuple = (4, 1),
-        context_bits: int = 4,
-        learning_rate: float = 0.1,
-        pool_size: int = 7,
-        depth: int | None = None,
-        min_segment: int = 128,
-        reservoir_size: int = 100,
-        refine_threshold: float = 0.0,
-        skip_threshold: float = 0.0,
-        joint_evidence: bool = False,
-        eviction: str = "fifo",
-        trained_members: int | None = None,
-        split_prob: float | tuple = 0.5,
-        weight_init: str = "zeros",
-        prob_eps: float = 0.01,
-        max_weight: float = 200.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.pool_size = pool_size
-        self.depth = depth
-        self.min_segment = min_segment
-        self.reservoir_size = reservoir_size
-        self.refine_threshold = refine_threshold
-        self.skip_threshold = skip_threshold
-        self.joint_evidence = joint_evidence
-        self.eviction = eviction
-        self.trained_members = trained_members
-        self.split_prob = split_prob
-        self.weight_init = weight_init
-        self.prob_eps = prob_eps
-        self.max_weight = max_weight
-        self.seed = seed
+    _learner_class, _learner_defaults = NCTL, TABULAR
+    __init__ = adapter_init(NCTL, TABULAR, without=("n_classes",))
 
 
 class _Regressor(RegressorMixin, _Estimator):
@@ -235,7 +188,7 @@ class _Regressor(RegressorMixin, _Estimator):
         """Learn the rows of ``X`` [n, d] and their targets ``y`` [n] in order, once, from a fresh learner."""
         with self._unchanged_if_refused():
             X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, y_numeric=True)
-            self.learner_ = self._learner_class(**self.get_params())
+            self.learner_ = self._new_learner()
             self.learner_.learn_many(X, y)
             return self
 
@@ -246,7 +199,7 @@ class _Regressor(RegressorMixin, _Estimator):
         with self._unchanged_if_refused():
             X, y = validate_data(self, X, y, dtype=FEATURE_DTYPES, y_numeric=True, reset=first)
             if first:
-                self.learner_ = self._learner_class(**self.get_params())
+                self.learner_ = self._new_learner()
             self.learner_.learn_many(X, y)
             return self
 
@@ -287,35 +240,14 @@ class GLNRegressor(_Regressor):
     ((100,), (100,), True)
     """
 
-    _learner_class = learners.GLNRegressor
-
-    # the defaults are written out for the API reference to show; tests/test_sklearn_regressor.py checks them
-    # against nctl.GLNRegressor's
-    def __init__(
-        self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
-        learning_rate: float = 0.01,
-        min_variance: float = 0.1,
-        max_variance: float = 10.0,
-        max_weight: float = 100.0,
-        max_mean: float = 10.0,
-        seed: int = 0,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.min_variance = min_variance
-        self.max_variance = max_variance
-        self.max_weight = max_weight
-        self.max_mean = max_mean
-        self.seed = seed
+    _learner_class, _learner_defaults = learners.GLNRegressor, NO_DEFAULTS
+    __init__ = adapter_init(learners.GLNRegressor, NO_DEFAULTS)
 
 
 class NCTLRegressor(_Regressor):
     """NCTL for regression (``nctl.NCTLRegressor``) as a scikit-learn regressor; the parameters and their
-    defaults are the learner's. Standardise the features (a ``StandardScaler`` in front, in a ``Pipeline``);
-    the targets are given raw. ``predict(X, return_std=True)`` gives the predictive standard deviations too.
+    defaults are the learner's (``pool=None`` is its pool, ``nctl.Pool(eviction="spacing")``). Standardise the
+    features (a ``StandardScaler`` in front, in a ``Pipeline``); the targets are given raw. ``predict(X, return_std=True)`` gives the predictive standard deviations too.
 
     >>> import numpy as np
     >>> from nctl.sklearn import NCTLRegressor
@@ -327,46 +259,5 @@ class NCTLRegressor(_Regressor):
     (True, True)
     """
 
-    _learner_class = learners.NCTLRegressor
-
-    # the defaults are written out for the API reference to show; tests/test_sklearn_regressor.py checks them
-    # against nctl.NCTLRegressor's
-    def __init__(
-        self,
-        layer_sizes: tuple = (16, 8, 1),
-        context_bits: int = 2,
-        learning_rate: float = 0.02,
-        min_variance: float = 0.1,
-        max_variance: float = 10.0,
-        max_weight: float = 100.0,
-        max_mean: float = 10.0,
-        pool_size: int = 15,
-        depth: int | None = None,
-        min_segment: int = 32,
-        reservoir_size: int = 100,
-        refine_threshold: float = 0.0,
-        skip_threshold: float = 0.0,
-        joint_evidence: bool = False,
-        eviction: str = "spacing",
-        split_prob: float | tuple = 0.5,
-        seed: int = 0,
-        trained_members: int | None = None,
-    ):
-        self.layer_sizes = layer_sizes
-        self.context_bits = context_bits
-        self.learning_rate = learning_rate
-        self.min_variance = min_variance
-        self.max_variance = max_variance
-        self.max_weight = max_weight
-        self.max_mean = max_mean
-        self.pool_size = pool_size
-        self.depth = depth
-        self.min_segment = min_segment
-        self.reservoir_size = reservoir_size
-        self.refine_threshold = refine_threshold
-        self.skip_threshold = skip_threshold
-        self.joint_evidence = joint_evidence
-        self.eviction = eviction
-        self.split_prob = split_prob
-        self.seed = seed
-        self.trained_members = trained_members
+    _learner_class, _learner_defaults = learners.NCTLRegressor, NO_DEFAULTS
+    __init__ = adapter_init(learners.NCTLRegressor, NO_DEFAULTS)

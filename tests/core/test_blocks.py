@@ -10,11 +10,12 @@ import pytest
 import nctl
 from nctl.core import engine
 from nctl.core.engine import pool_update, records
+from nctl.pool import Pool
 from nctl.sequence import FMN
 
 
 def test_blocks_filled_in_rounds_or_in_one_pass_hold_their_sources(monkeypatch):
-    cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
+    cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool=Pool(size=2, min_segment=2), depth=6).engine_config(4)
     net = jax.tree.map(lambda a: jnp.asarray(a[0]), engine.init(cfg, 0, 6).nets)  # the binary network
     shape, W, slot = cfg.layers[0], cfg.pool.lanes, 0
     rng = np.random.default_rng(0)
@@ -86,7 +87,7 @@ def test_a_write_detaches_only_the_continuing_members_that_read_its_entry():
     ``e`` takes ``e``'s lineage and (exact mode) its slot gets that neuron's missing blocks filled from the
     sources as they are; a member of a slot past the continuing ones, a member reading another entry and
     the other neurons keep theirs; a write no continuing member reads changes nothing."""
-    cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=2, min_segment=2, depth=6).engine_config(4)
+    cfg = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool=Pool(size=2, min_segment=2), depth=6).engine_config(4)
     net = jax.tree.map(lambda a: jnp.asarray(a[0]), engine.init(cfg, 0, 6).nets)
     rng = np.random.default_rng(1)
     R, C = cfg.pool.reservoir_size, cfg.contexts
@@ -147,8 +148,8 @@ def test_a_fresh_state_in_numpy_has_the_shapes_it_is_planned_with(bounded):
     """``engine.init`` makes the state in numpy; ``jax.eval_shape`` of the same function with ``jax.numpy``
     gives the shapes that memory is planned with (``state_bytes``): the two agree leaf by leaf, and an
     initial pool fills its entries and the members' prior as the pool rule says (§4.4)."""
-    learner = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool_size=3, n_classes=3, depth=4,
-                        trained_members=2 if bounded else None)
+    learner = nctl.NCTL(layer_sizes=(3, 1), context_bits=2, pool=Pool(size=3, trained_members=2 if bounded else None),
+                        n_classes=3, depth=4)
     cfg = learner.engine_config(5)
     state = engine.init(cfg, 7, 4)
     shapes = jax.eval_shape(lambda: engine.init(cfg, 7, 4, xp=jnp))
@@ -161,7 +162,7 @@ def test_a_fresh_state_in_numpy_has_the_shapes_it_is_planned_with(bounded):
 def test_an_initial_pool_fills_its_entries_and_the_members_prior():
     """An FMN given two stored states starts with them in entries 0 and 1 of its pool, in pool order, and
     the prior of §4.4: each stored member 1/(2 x 2), the fresh one 1/2, no member beyond them."""
-    cfg = FMN(pool_size=3).config(64)
+    cfg = FMN(pool=Pool(size=3)).config(64)
     state = engine.init(cfg, 0, 0, np.array([[1.0, 2.0], [3.0, 0.5]]))
     np.testing.assert_array_equal(state.nets.arena.pool_rows[0][0, 0, 0, :2], [[1.0, 2.0], [3.0, 0.5]])
     np.testing.assert_array_equal(state.nets.pool.in_pool[0, :, 0], [True, True] + [False] * (cfg.entries - 2))

@@ -14,6 +14,7 @@ import pytest
 
 from nctl.core import native
 from nctl.core.rows import GGMRows
+from nctl.pool import Pool
 
 
 @pytest.fixture(autouse=True)
@@ -405,7 +406,7 @@ def test_the_engine_calls_the_kernel():
     import nctl
     import nctl.core.engine
 
-    learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=3)
+    learner = nctl.NCTL(layer_sizes=(2, 1), pool=Pool(size=2), depth=3)
     learner.learn_one(np.zeros(3, np.float32), 1)
     state, cfg = learner.state_, learner.cfg_
     step = jax.jit(lambda s, z, y: nctl.core.engine.step.step(s, z, y, cfg))
@@ -421,7 +422,7 @@ def test_the_pool_boundary_calls_the_kernel_on_a_cpu_only(monkeypatch):
     import nctl.core.engine
     from nctl.core import platform
 
-    learner = nctl.NCTL(layer_sizes=(2, 1), pool_size=2, depth=4, min_segment=2)
+    learner = nctl.NCTL(layer_sizes=(2, 1), pool=Pool(size=2, min_segment=2), depth=4)
     rng = np.random.default_rng(3)
     learner.learn_many(rng.normal(size=(8, 3)).astype(np.float32), rng.integers(0, 2, 8))
     state, cfg = learner.state_, learner.cfg_
@@ -439,7 +440,7 @@ def test_every_layer_goes_through_the_kernel_where_it_is_built(monkeypatch):
     import nctl
     import nctl.core.engine
 
-    learner = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool_size=15, depth=16)
+    learner = nctl.NCTL(layer_sizes=(50, 25, 1), context_bits=4, pool=Pool(size=15), depth=16)
     assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, False, False]
     monkeypatch.setattr(nctl.core.native, "enabled", lambda: False)
     assert [shape.vectorised for shape in learner.engine_config(784).layers] == [False, True, True]
@@ -459,8 +460,8 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
     rng = np.random.default_rng(0)
     X = rng.normal(size=(70, 6)).astype(np.float32)
     y = (X[:, 0] + 0.3 * rng.normal(size=70) > 0).astype(int)
-    settings = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05, pool_size=3, min_segment=8,
-                    reservoir_size=8, depth=9)
+    settings = dict(layer_sizes=(4, 3, 1), context_bits=2, learning_rate=0.05,
+                    pool=nctl.Pool(size=3, min_segment=8, reservoir_size=8), depth=9)
     batch = nctl.NCTL(**settings)
     want = batch.learn_many(X, y)
     one, got = nctl.NCTL(**settings), []

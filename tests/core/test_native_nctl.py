@@ -28,6 +28,7 @@ from nctl.core import engine
 from nctl.learners.presets import SPLIT_GRID
 from nctl.native import nctl as native_nctl
 from nctl.native.state import host_arrays
+from nctl.pool import with_pool
 from tests.core.test_nctl_literal import CASES, STEPS, assert_same_events, recurring_stream, reference_run, settings
 
 PREDICTION_BOUND = 1e-6  # the engines' predictions differ by float32 roundings (module docstring); seen: 3e-7
@@ -106,7 +107,8 @@ def both_engines(case):
     configuration, its predictions, the NativeRun, its predictions)``; kept per case (the tests only read them)."""
     gaussian = case in GAUSSIAN_CASES
     kwargs, n_features, rows, sizes = GAUSSIAN_CASES[case] if gaussian else JAX_CASES[case]
-    learner = nctl.NCTLRegressor(**kwargs) if gaussian else nctl.NCTL(**kwargs)
+    learner = (nctl.NCTLRegressor(**with_pool(kwargs, nctl.NCTLRegressor.pool)) if gaussian
+               else nctl.NCTL(**with_pool(kwargs)))
     cfg = learner.engine_config(n_features, **sizes)
     if "arena_depth" in sizes:  # a growing tree's lean arenas: enlarged as the tree deepens
         cfg = engine.configured(cfg, arena_depth=sizes["arena_depth"])
@@ -169,7 +171,7 @@ EXACT_CASES = [case for case, (_, kwargs) in CASES.items() if not kwargs.get("tr
 @pytest.mark.parametrize("case", EXACT_CASES)
 def test_native_nctl_matches_the_literal_network(case):
     n_features, kwargs = settings(case)
-    learner = nctl.NCTL(**kwargs)
+    learner = nctl.NCTL(**with_pool(kwargs))
     cfg = learner.engine_config(n_features)
     native = NativeRun(engine.init(cfg, learner.seed, learner.depth or 0), cfg)
     X, y = recurring_stream(STEPS, n_features, kwargs.get("n_classes", 2))
@@ -232,6 +234,6 @@ def test_bounded_mode_runs_on_jax(make, monkeypatch):
     runs on the native engine where it is chosen, bounded mode (§5.3) on JAX."""
     monkeypatch.setenv("NCTL_ENGINE", "native")
     X, y = drifting_stream(10, 3, 2)
-    exact, bounded = make(**TINY), make(**TINY, pool_size=2, trained_members=1)
+    exact, bounded = make(**TINY), make(**TINY, pool=nctl.Pool(size=2, trained_members=1))
     exact.learn_many(X, y), bounded.learn_many(X, y)
     assert (exact.engine_, bounded.engine_) == ("native", "jax")

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import nctl
+from nctl.pool import with_pool
 from tests.reference import fmn_reference
 from tests.reference.fmn_reference import EVENT_KINDS
 from tests.reference.gaussian_gln import GaussianGLN, Settings
@@ -141,7 +142,7 @@ def test_nctl_regressor_matches_the_literal_network(case, code_path, monkeypatch
         monkeypatch.setattr(config, "CHUNKED_SLOT_BYTES", 0)
         monkeypatch.setattr(config, "SLOT_CHUNK", 3)
     n_features, kwargs = settings(case)
-    learner = nctl.NCTLRegressor(**kwargs)  # created after the code path is chosen
+    learner = nctl.NCTLRegressor(**with_pool(kwargs, nctl.NCTLRegressor.pool))  # created after the code path is chosen
     if code_path != "native":
         layers = learner.engine_config(n_features).layers
         assert all(shape.vectorised == (code_path != "per-slot") for shape in layers)

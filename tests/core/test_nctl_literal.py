@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import nctl
+from nctl.pool import with_pool
 from tests.reference.fmn_reference import EVENT_KINDS
 from tests.reference.nctl_literal import LiteralNCTL
 
@@ -156,7 +157,7 @@ def test_nctl_matches_the_literal_network(case, code_path, monkeypatch):
         monkeypatch.setattr(config, "FIXED_BLOCKS_SLACK", 0.0)
         monkeypatch.setattr(config, "FIXED_PLACES_SHARE", 0.0)
     n_features, kwargs = settings(case)
-    learner = nctl.NCTL(**kwargs)  # created after the code path is chosen
+    learner = nctl.NCTL(**with_pool(kwargs))  # created after the code path is chosen
     if code_path in ("vectorised", "chunked"):
         assert all(shape.vectorised for shape in learner.engine_config(n_features).layers)
     if code_path == "chunked":
@@ -179,7 +180,7 @@ def test_the_cases_exercise_every_pool_event():
     totals = np.zeros(len(EVENT_KINDS), np.int64)
     for case in CASES:
         n_features, kwargs = settings(case)
-        _, _, events, _ = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))
+        _, _, events, _ = reference_run(case, nctl.NCTL(**with_pool(kwargs)).hyperplanes(n_features))
         case_totals = sum(layer.sum(axis=0) for network in events for layer in network)
         assert kwargs["pool_size"] == 0 or case_totals[EVENT_KINDS.index("add")] > 0, case
         totals += case_totals
@@ -193,5 +194,5 @@ def test_a_bounded_case_reuses_a_cell_that_a_live_node_reads():
     reuses = {}
     for case in BOUNDED:
         n_features, kwargs = settings(case)
-        reuses[case] = reference_run(case, nctl.NCTL(**kwargs).hyperplanes(n_features))[3]
+        reuses[case] = reference_run(case, nctl.NCTL(**with_pool(kwargs)).hyperplanes(n_features))[3]
     assert sum(reuses.values()) > 0, reuses

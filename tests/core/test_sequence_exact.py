@@ -9,6 +9,7 @@ import pytest
 
 from nctl.core import engine
 from nctl.core.rows import KTRows
+from nctl.pool import Pool, with_pool
 from nctl.sequence import FMN, KT, PTW
 from tests.reference.brute_force import anytime_depth, fmn_fixed_pool_log_prob, kt_log_prob, ptw_log_prob
 from tests.reference.fmn_reference import ReferenceFMN
@@ -55,7 +56,7 @@ def test_fmn_with_fixed_pool_equals_enumeration_of_segmentations_and_members(dep
         bits = list(rng.integers(0, 2, 8))
         pool = [tuple(float(c) for c in rng.integers(0, 6, 2)) for _ in range(rng.integers(0, 3))]
         # min_segment beyond 2^3 keeps the pool fixed: no segment is ever long enough to update it
-        run = FMN(depth=depth, pool_size=2, min_segment=16, initial_pool=tuple(pool)).run(np.array(bits))
+        run = FMN(depth=depth, pool=Pool(size=2, min_segment=16), initial_pool=tuple(pool)).run(np.array(bits))
         brute = lambda b, d: fmn_fixed_pool_log_prob(b, d, pool)  # noqa: E731
         want = [brute(bits[:n], depth or anytime_depth(n)) for n in range(1, 9)]
         np.testing.assert_allclose(run.evidence, want, rtol=0, atol=1e-9)
@@ -111,7 +112,7 @@ def test_fmn_matches_the_literal_reference_step_for_step(pool_size, min_segment,
     kwargs = dict(depth=depth, pool_size=pool_size, min_segment=min_segment, joint_evidence=joint,
                   eviction=eviction)
     reference = ReferenceFMN(**kwargs).run(bits)
-    run = FMN(**kwargs, reservoir_size=RESERVOIR).run(bits)
+    run = FMN(**with_pool({**kwargs, "reservoir_size": RESERVOIR})).run(bits)
     np.testing.assert_allclose(run.p1, reference.p1, rtol=0, atol=1e-9)
     np.testing.assert_allclose(run.log_px, reference.log_px, rtol=0, atol=1e-9)
     np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
@@ -137,7 +138,7 @@ def test_fmn_makes_the_decisions_of_the_literal_reference_on_random_recurring_st
     for _ in range(10):
         bits = random_recurring_bits(rng, 160)
         reference = ReferenceFMN(**settings).run(bits)
-        run = FMN(**settings, reservoir_size=RESERVOIR).run(bits)
+        run = FMN(**with_pool({**settings, "reservoir_size": RESERVOIR})).run(bits)
         np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
         assert_same_decisions(run, reference)
         assert [tuple(c) for c in run.pool] == reference.pool
@@ -161,7 +162,7 @@ def test_kt_decisions_near_ties_are_the_references_at_the_float64_tolerance():
     tolerance would make other decisions (`python tools/kt_ties.py`)."""
     bits = coin_bits(np.random.default_rng(1), 512)
     reference = ReferenceFMN().run(bits)
-    run = FMN(reservoir_size=len(bits)).run(bits)
+    run = FMN(pool=Pool(reservoir_size=len(bits))).run(bits)
     np.testing.assert_allclose(run.evidence, reference.evidence, rtol=0, atol=1e-9)
     assert_same_decisions(run, reference)
     assert reference.events[-1][0] > 0  # the string has refines
@@ -187,7 +188,7 @@ def test_an_exact_winner_tie_goes_to_the_lower_member_index(a, b, segment):
     want_pool = [(float(a), float(b)), (float(b), float(a)), winner]
     reference = ReferenceFMN(**kwargs).run(bits)
     assert reference.pool == want_pool and reference.events[-1] == [0, 0, 1, 0]
-    run = FMN(**kwargs, reservoir_size=8).run(bits)
+    run = FMN(**with_pool({**kwargs, "reservoir_size": 8})).run(bits)
     assert [tuple(float(v) for v in c) for c in run.pool] == want_pool
     assert list(np.asarray(run.events)[-1]) == [0, 0, 1, 0]
 
@@ -202,7 +203,7 @@ def test_a_grid_of_split_probabilities_is_the_bayesian_mixture_of_the_literal_fm
     bits = recurring_bits(np.random.default_rng(7))
     settings = dict(depth=depth, pool_size=3, min_segment=4, eviction="spacing")
     runs = [ReferenceFMN(**settings, split_prob=s).run(bits) for s in grid]
-    mixture = FMN(**settings, split_prob=grid, reservoir_size=len(bits)).run(bits)
+    mixture = FMN(**with_pool({**settings, "reservoir_size": len(bits)}), split_prob=grid).run(bits)
     evidence = np.logaddexp.reduce([r.evidence for r in runs], axis=0) - np.log(len(grid))
     np.testing.assert_allclose(mixture.evidence, evidence, rtol=0, atol=1e-9)
     if depth is not None:
@@ -217,7 +218,7 @@ def test_a_record_arena_doubled_mid_stream_changes_nothing(monkeypatch):
     few rows doubles its arena at a boundary, and the predictions and the final pool are the same."""
     monkeypatch.setattr(engine.driver, "enlarge_ahead", lambda *args: None)  # doubled when full: no program compiled
     # ahead for a doubling the stream never reaches (tests/test_compilation.py checks compiling ahead)
-    fmn = FMN(pool_size=3, min_segment=2, reservoir_size=8, eviction="spacing")
+    fmn = FMN(pool=Pool(size=3, min_segment=2, reservoir_size=8, eviction="spacing"))
     bits = random_recurring_bits(np.random.default_rng(9), 400)
     roomy = fmn.config(len(bits))
     small = engine.configure(0, (1,), 0, KTRows(), roomy.pool, roomy.prior, 2, roomy.max_depth, record_rows=48)
@@ -233,16 +234,17 @@ def test_a_record_arena_doubled_mid_stream_changes_nothing(monkeypatch):
 
 def test_a_grid_of_one_split_probability_is_that_split_probability():
     bits = recurring_bits(np.random.default_rng(8))
-    one, grid = (FMN(min_segment=4, split_prob=s).run(bits) for s in (0.8, (0.8,)))
+    one, grid = (FMN(pool=Pool(min_segment=4), split_prob=s).run(bits) for s in (0.8, (0.8,)))
     assert np.array_equal(one.p1, grid.p1) and np.array_equal(one.evidence, grid.evidence)
 
 
 def test_fmn_without_pool_is_ptw():
     bits = recurring_bits(np.random.default_rng(3))
-    np.testing.assert_allclose(FMN(pool_size=0).log_probs(bits), PTW().log_probs(bits), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(FMN(pool=Pool(size=0)).log_probs(bits), PTW().log_probs(bits), rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("predictor", [PTW(), PTW(depth=12), FMN(min_segment=4), FMN(depth=9, min_segment=4)])
+@pytest.mark.parametrize("predictor", [PTW(), PTW(depth=12), FMN(pool=Pool(min_segment=4)),
+                                       FMN(depth=9, pool=Pool(min_segment=4))])
 def test_log_probs_are_the_predictive_code_length_and_the_evidence_of_a_fixed_tree(predictor):
     bits = recurring_bits(np.random.default_rng(4))
     p1 = predictor.probs(bits)

@@ -122,8 +122,6 @@ def test_spacing_pruning_drops_the_state_with_the_closest_neighbours_and_keeps_t
     assert prune([90, 0, 48, 50, 100]) == [False, False, False, True, False]
     assert prune([0, 30, 60, 95, 100]) == [False, False, False, True, False]  # the youngest: 100 - 60
     assert prune([0, 100, 100, 100, 100]) == [False, True, False, False, False]  # only new ones left: pool order
-    with pytest.raises(ValueError, match="eviction"):
-        pool.PoolConfig(eviction="lru").validate()
 
 
 def test_reservoir_keeps_every_item_with_equal_probability():

@@ -21,6 +21,8 @@ TIE_TOLERANCE = {"float32": 1e-6, "float64": 1e-9}
 
 
 class PoolConfig(NamedTuple):
+    """The pool's settings as the engine reads them; ``nctl.Pool`` checks them and makes this."""
+
     capacity: int = 15  # k stored states per neuron (k + 1 mixture members with the fresh model)
     min_segment: int = 32  # L_min, a power of two: shorter closing segments never touch the pool
     reservoir_size: int = 100  # R examples per segment / lineage reservoir
@@ -29,18 +31,6 @@ class PoolConfig(NamedTuple):
     joint_evidence: bool = False  # skip evidence: per-example mixture (the authors') or joint
     eviction: str = "fifo"  # capacity rule: "fifo" (the authors') or "spacing"
     trained_members: int | None = None  # bounded mode (§5.3): members trained per node; None = all
-
-    def validate(self) -> "PoolConfig":
-        if self.capacity < 0 or self.reservoir_size < 1:
-            raise ValueError(f"invalid pool configuration {self}")
-        if self.min_segment < 1 or self.min_segment & (self.min_segment - 1):
-            raise ValueError(f"min_segment must be a power of two (segment lengths are), got {self.min_segment}")
-        if self.eviction not in EVICTION_POLICIES:
-            raise ValueError(f"unknown eviction policy {self.eviction!r}; choose from {EVICTION_POLICIES}")
-        if self.trained_members is not None and not 1 <= self.trained_members <= self.capacity:
-            raise ValueError(f"trained_members must be None or in 1..pool_size ({self.capacity}), "
-                             f"got {self.trained_members}")
-        return self
 
     @property
     def min_segment_log2(self) -> int:

@@ -35,6 +35,7 @@ from nctl.experiments import configs
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
 from nctl.learners import SPLIT_GRID
+from nctl.pool import with_pool
 from nctl.streams.base import TaskStream
 from nctl.streams.regression import RegressionStream
 
@@ -80,7 +81,8 @@ def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -
     n_classes, n_features = stream.n_classes, stream.n_features
     network = dict(exp.network)
     if name in ("nctl", "nctl-grid"):  # nctl-grid: the split probability mixed over SPLIT_GRID (algorithm.md §3.6)
-        params = {"depth": max(1, tree.depth_for(len(stream))), **exp.nctl}  # the tree covers the stream (§3.4)
+        depth = max(1, tree.depth_for(len(stream)))  # the tree covers the stream (§3.4)
+        params = {"depth": depth, **with_pool(exp.nctl, nctl.Pool())}
         if name == "nctl-grid":
             params["split_prob"] = SPLIT_GRID
         return lambda: nctl.NCTL(**network, **params, n_classes=n_classes, seed=seed)
@@ -103,7 +105,19 @@ def learner_params(name: str, exp: Experiment, stream: TaskStream, seed: int) ->
         return {"model": name.split(":", 1)[1], "seed": seed}
     learner = learner_factory(name, exp, stream, seed)()
     params = getattr(learner, "params", None)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in params().items()} if callable(params) else {}
+    return recorded(params()) if callable(params) else {}
+
+
+def recorded(params: dict) -> dict:
+    """A learner's parameters as a results file keeps them: tuples as lists, the pool's settings as the
+    experiments' flat ``nctl`` keys (``pool_size``, ``eviction``, ...)."""
+    out = {}
+    for name, value in params.items():
+        if isinstance(value, nctl.Pool):
+            out.update(value.as_keywords())
+        else:
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def prequential_run(name: str, exp: Experiment, stream: TaskStream, seed: int, progress=None):
@@ -356,7 +370,9 @@ def regression_model(name: str, exp: Experiment, seed: int) -> tuple[Any, bool]:
     if name.startswith("river:"):
         return preprocessing.StandardScaler() | make_river_regressor(name.split(":", 1)[1], seed), False
     if name == "nctl":
-        return preprocessing.StandardScaler() | nctl.river.NCTLRegressor(**{**exp.network, **exp.nctl}, seed=seed), True
+        regressor = nctl.river.NCTLRegressor(**exp.network, **with_pool(exp.nctl, nctl.learners.NCTLRegressor.pool),
+                                             seed=seed)
+        return preprocessing.StandardScaler() | regressor, True
     if name == "gln":
         return preprocessing.StandardScaler() | nctl.river.GLNRegressor(**exp.network, seed=seed), True
     raise ValueError(f"unknown regression learner {name!r}")
@@ -415,7 +431,7 @@ def run_regression(exp: Experiment, seed: int, data_dir, progress: StepProgress 
             "seconds": seconds,
             "examples_per_s": len(stream) / seconds,
             "params": {"model": name.split(":", 1)[1], "seed": seed} if name.startswith("river:")
-            else model[-1].learner.params(),
+            else recorded(model[-1].learner.params()),
         }
         nctl_learner = None if name.startswith("river:") else model[-1].learner
         out["learners"][name] = {**entry, **({} if nctl_learner is None else learner_facts(nctl_learner))}

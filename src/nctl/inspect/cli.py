@@ -24,6 +24,7 @@ from nctl.core.pool import EVICTION_POLICIES
 from nctl.deferred import jax
 from nctl.inspect import boundaries, pools, saliency
 from nctl.learners import NCTL
+from nctl.pool import Pool
 from nctl.streams import FREE_SPLIT_PAIRS, TaskStream, free_split_mnist, mnist_classes, split_mnist
 
 
@@ -43,8 +44,9 @@ def _network_arguments(parser: argparse.ArgumentParser, layer_sizes: tuple, lear
 
 def _learner(args, n_steps: int) -> NCTL:
     depth = args.depth if args.depth is not None else max(1, math.ceil(math.log2(n_steps)))
+    pool = Pool(size=args.pool_size, min_segment=args.min_segment, eviction=args.eviction)
     return NCTL(layer_sizes=tuple(args.layer_sizes), context_bits=args.context_bits, learning_rate=args.learning_rate,
-                pool_size=args.pool_size, min_segment=args.min_segment, eviction=args.eviction, depth=depth, seed=args.seed)
+                pool=pool, depth=depth, seed=args.seed)
 
 
 def _pair(name: str) -> tuple[int, int]:

@@ -54,7 +54,7 @@ def record(learner, X, y, klass: int = 0) -> PoolHistory:
     # pool cells an engine grown later has are empty (zero) in earlier snapshots
     stack = lambda layer: np.concatenate(engine.pad_to_grown([a[None] for a in layer]))
     born, valid, events = (tuple(stack(layer) for layer in zip(*part)) for part in zip(*snaps))
-    return PoolHistory(np.asarray(steps), learner.pool_size, born, valid, events)
+    return PoolHistory(np.asarray(steps), learner.pool.size, born, valid, events)
 
 
 def origin_tasks(history: PoolHistory, layer: int, task_of_step) -> np.ndarray:

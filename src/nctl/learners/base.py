@@ -4,6 +4,7 @@ example, the rows ``learn_one`` keeps back, prediction outputs, copies, forks an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from contextlib import contextmanager
@@ -16,11 +17,13 @@ from nctl.core import engine, shape_only
 from nctl.deferred import jax, jnp
 from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
 from nctl.native.state import host_arrays, leaves
+from nctl.pool import Pool
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
 PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
-SAVE_FORMAT = 7  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
-# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts; 7: layers with fixed blocks)
+SAVE_FORMAT = 8  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
+# 5: PTW weights per split probability [S, A, N]; 6: each record's contexts; 7: layers with fixed blocks;
+# 8: the pool's settings as one object of the parameters)
 
 
 def _first_call_noticed(method):
@@ -377,7 +380,9 @@ def committed(state):
 
 
 def _jsonable(params: dict) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+    """The parameters as JSON holds them: tuples as lists, the pool as an object of its fields."""
+    return {k: list(v) if isinstance(v, tuple) else dataclasses.asdict(v) if isinstance(v, Pool) else v
+            for k, v in params.items()}
 
 
 def bytes_of(state) -> int:

@@ -11,7 +11,6 @@ import numpy as np
 
 from nctl import engines, interrupts, memory
 from nctl.core import engine, gln, shape_only, tree
-from nctl.core.pool import PoolConfig
 from nctl.deferred import jax
 from nctl.learners.base import bytes_of
 from nctl.native import nctl as native_nctl
@@ -24,18 +23,13 @@ POOL_COPY_SHARE = 0.5  # a fork's copy of the pool entries stays in host memory 
 
 class EngineLearner:
     """A learner whose every neuron is a Forget-Me-Not process run by ``nctl.core.engine``; mixed into a
-    dataclass with ``OnlineLearner`` that has the fields ``layer_sizes``, ``context_bits``, ``depth``,
-    ``seed``, ``n_classes`` and the pool's (``params.FMN_RULES``), and a ``rows`` property: the row model
+    dataclass with ``OnlineLearner`` that has the fields ``layer_sizes``, ``context_bits``, ``pool``
+    (``nctl.Pool``), ``depth``, ``split_prob``, ``seed`` and ``n_classes``, and a ``rows`` property: the row model
     of its neurons."""
 
-    _memory_remedy = "lower context_bits, layer_sizes or pool_size, or give the process more memory"
+    _memory_remedy = "lower context_bits, layer_sizes or the pool's size, or give the process more memory"
     _reserved_steps = 0  # a growing tree's arenas hold at least this many steps (``reserve``)
     _pool_file = None  # (a fork's pool copy in a temporary file, weak references to the pool rows it copies)
-
-    def _pool_config(self) -> PoolConfig:
-        return PoolConfig(int(self.pool_size), int(self.min_segment), int(self.reservoir_size),
-                          float(self.refine_threshold), float(self.skip_threshold), bool(self.joint_evidence),
-                          self.eviction, self.trained_members).validate()
 
     def engine_config(self, n_features: int, max_depth: int | None = None, record_rows: int | None = None,
                       arena_depth: int | None = None, full: bool = False,
@@ -48,7 +42,7 @@ class EngineLearner:
         rows, jax_programs = self.rows, self.engine_ != engines.NATIVE
         if max_depth is None:
             max_depth = DEFAULT_MAX_DEPTH if self.depth is None else self.depth
-        cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self._pool_config(),
+        cfg = engine.configure(n_features, self.layer_sizes, int(self.context_bits), rows, self.pool.config(),
                                tree.split_grid(self.split_prob), self.n_classes, max_depth, record_rows, arena_depth,
                                fixed_blocks, jax_programs)
         if self.depth is None and arena_depth is None and not full:
@@ -64,7 +58,7 @@ class EngineLearner:
         weights = nets * sum(n * rows.width(fan_in)
                              for n, fan_in in zip(self.layer_sizes, gln.fan_ins(n_features, self.layer_sizes)))
         return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
-                                    self.trained_members is not None, weights)
+                                    self.pool.trained_members is not None, weights)
 
     @property
     def cfg_(self) -> engine.EngineConfig:

@@ -10,9 +10,11 @@ from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.engine_learner import EngineLearner
 from nctl.learners.presets import PAPER_NETWORKS, PAPER_POOL, TABULAR
-from nctl.params import NCTL_RULES, check_fields
+from nctl.params import GLN_RULES, TREE_RULES, check_fields
+from nctl.pool import Pool, check_pool, pool_keywords
 
 
+@pool_keywords
 @dataclass(eq=False)
 class NCTL(EngineLearner, OnlineLearner):
     """Neural Combinatorial Transfer Learning ([algorithm §5](algorithm.md#5-nctl)): a GLN whose every
@@ -21,8 +23,8 @@ class NCTL(EngineLearner, OnlineLearner):
     ``depth=None`` grows the tree with the stream (anytime); a known stream length ``n`` is best
     served by ``depth = ceil(log2 n)``. ``split_prob = 0`` puts all prior mass on one segment, which
     makes NCTL a GLN; a sequence of split probabilities (e.g. ``SPLIT_GRID``) predicts with the
-    Bayesian mixture over them (§3.6). ``trained_members = B`` trains only the ``B`` most probable members of every
-    node (bounded mode, §5.3; ``None``: exact NCTL).
+    Bayesian mixture over them (§3.6). ``pool=nctl.Pool(trained_members=B)`` trains only the ``B`` most probable
+    members of every node (bounded mode, §5.3).
 
     The defaults are the paper's Split MNIST network (50-25-1, 16 contexts, learning rate 0.001) with
     the paper's FIFO pool; ``NCTL.tabular()`` gives the settings measured for tabular streams (the
@@ -32,14 +34,9 @@ class NCTL(EngineLearner, OnlineLearner):
         layer_sizes: neurons per layer, ending with the single output neuron.
         context_bits: hyperplanes per neuron (``s``); each neuron has ``2^s`` contexts, a weight row each.
         learning_rate: the step size of every neuron's online gradient step on its log loss.
-        pool_size: stored states per neuron (``k``); the mixture has ``k + 1`` members with the fresh one.
+        pool: every neuron's pool of remembered states (``nctl.Pool``: its size, ``min_segment``, eviction,
+            bounded mode, ...).
         depth: tree depth for a stream of ``2^depth`` steps; ``None`` grows with the stream.
-        min_segment: ``L_min``, a power of two: segments shorter than this never change the pool.
-        reservoir_size: examples kept per segment to score candidates at a pool update.
-        refine_threshold: ``alpha``: the winner replaces its parent entry when it beats it by more.
-        skip_threshold: ``beta``: the winner is not stored when the pool explains the segment better by more.
-        joint_evidence: score the pool's evidence jointly over the segment instead of per example.
-        eviction: what leaves a full pool: ``"fifo"`` (the paper's) or ``"spacing"``.
         split_prob: the prior probability of a segment boundary at each tree node, or a sequence of them
             to mix over (``SPLIT_GRID``); 0 makes NCTL a GLN.
         n_classes: 2 for 0/1 labels; ``K > 2`` trains one network per class (one-vs-all).
@@ -47,33 +44,23 @@ class NCTL(EngineLearner, OnlineLearner):
         prob_eps: probabilities are clipped to ``[eps, 1 - eps]``.
         max_weight: weights are kept in ``[-max_weight, max_weight]``.
         seed: draws the gating hyperplanes.
-        trained_members: bounded mode: train only the ``B`` most probable members of every node; ``None``
-            trains all (exact NCTL).
     """
 
     layer_sizes: tuple = (50, 25, 1)
     context_bits: int = 4
     learning_rate: float = 1e-3
-    pool_size: int = 15
+    pool: Pool = Pool()
     depth: int | None = None
-    min_segment: int = 32
-    reservoir_size: int = 100
-    refine_threshold: float = 0.0
-    skip_threshold: float = 0.0
-    joint_evidence: bool = False
-    eviction: str = "fifo"
     split_prob: float | tuple = 0.5
     n_classes: int = 2
     weight_init: str = "zeros"
     prob_eps: float = mixing.PROB_EPS
     max_weight: float = mixing.MAX_WEIGHT
     seed: int = 0
-    trained_members: int | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, NCTL_RULES)
+        check_fields(self, {**GLN_RULES, **TREE_RULES, "pool": check_pool})
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
-        self._pool_config()
         tree.split_grid(self.split_prob)
         super().__post_init__()
 

@@ -15,9 +15,11 @@ from nctl.core.gaussian import GaussianRows
 from nctl.learners.base import OnlineLearner
 from nctl.learners.engine_learner import EngineLearner
 from nctl.learners.regressor import REGRESSOR_RULES, Regressor, standardised, target_scale
-from nctl.params import FMN_RULES, check_fields
+from nctl.params import TREE_RULES, check_fields
+from nctl.pool import Pool, check_pool, pool_keywords
 
 
+@pool_keywords
 @dataclass(eq=False)
 class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
     """NCTL for regression ([algorithm §8.6](algorithm.md#86-nctl-over-gaussian-neurons)): a Gaussian GLN
@@ -38,18 +40,11 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
         max_variance: the largest variance a neuron predicts.
         max_weight: weights are kept in ``[-max_weight, max_weight]``.
         max_mean: every neuron's predicted mean is clipped to ``[-max_mean, max_mean]``.
-        pool_size: stored states per neuron (``k``); the mixture has ``k + 1`` members with the fresh one.
+        pool: every neuron's pool of remembered states (``nctl.Pool``); here ``"spacing"`` eviction keeps
+            states spread over the whole past.
         depth: tree depth for a stream of ``2^depth`` steps; ``None`` grows with the stream.
-        min_segment: ``L_min``, a power of two: segments shorter than this never change the pool.
-        reservoir_size: examples kept per segment to score candidates at a pool update.
-        refine_threshold: ``alpha``: the winner replaces its parent entry when it beats it by more.
-        skip_threshold: ``beta``: the winner is not stored when the pool explains the segment better by more.
-        joint_evidence: score the pool's evidence jointly over the segment instead of per example.
-        eviction: what leaves a full pool: ``"spacing"`` (states spread over the whole past) or ``"fifo"``.
         split_prob: the prior probability of a segment boundary at each tree node, or a sequence of them.
         seed: draws the gating hyperplanes.
-        trained_members: bounded mode: train only the ``B`` most probable members of every node; ``None``
-            trains all (exact NCTL).
     """
 
     layer_sizes: tuple = (16, 8, 1)
@@ -59,24 +54,16 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
     max_variance: float = 10.0
     max_weight: float = 100.0
     max_mean: float = 10.0
-    pool_size: int = 15
+    pool: Pool = Pool(eviction="spacing")
     depth: int | None = None
-    min_segment: int = 32
-    reservoir_size: int = 100
-    refine_threshold: float = 0.0
-    skip_threshold: float = 0.0
-    joint_evidence: bool = False
-    eviction: str = "spacing"
     split_prob: float | tuple = 0.5
     seed: int = 0
-    trained_members: int | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, {**REGRESSOR_RULES, **FMN_RULES})
+        check_fields(self, {**REGRESSOR_RULES, **TREE_RULES, "pool": check_pool})
         if self.min_variance >= self.max_variance:
             raise ValueError(f"min_variance ({self.min_variance}) must be below max_variance ({self.max_variance})")
         self.layer_sizes = gln.check_layer_sizes(self.layer_sizes)
-        self._pool_config()
         tree.split_grid(self.split_prob)
         super().__post_init__()
         self.targets_ = np.zeros(3)  # the targets seen: their count, mean and sum of squared deviations

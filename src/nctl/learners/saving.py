@@ -22,9 +22,11 @@ from nctl.learners.nctl_learner import NCTL
 from nctl.learners.nctl_regressor import NCTLRegressor
 from nctl.learners.regressor import GLNRegressor
 from nctl.native.state import leaves, rebuilt
+from nctl.pool import with_pool
 
 # the save formats load reads, per class
-READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7), "NCTL": (3, 4, 5, 6, 7), "GLNRegressor": (7,), "NCTLRegressor": (7,)}
+READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7, 8), "NCTL": (3, 4, 5, 6, 7, 8), "GLNRegressor": (7, 8),
+                    "NCTLRegressor": (7, 8)}
 
 # what reading a damaged, truncated or foreign file raises
 UNREADABLE_SAVE = (ValueError, KeyError, TypeError, AttributeError, EOFError, OSError, zipfile.BadZipFile)
@@ -70,6 +72,8 @@ def _restore(path):
                              "changed in format 3): train the learner again")
         _check_meta(meta, kind)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
+        if "pool" in classes[kind].__dataclass_fields__:  # before format 8 the pool's settings were flat
+            params = with_pool(params, classes[kind].__dataclass_fields__["pool"].default)
         learner = classes[meta["class"]](**params)
         learner.choose_engine(meta["n_features"])  # before the template: its configuration is the engine's
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice

@@ -159,7 +159,6 @@ def configure(n_features: int, layer_sizes, context_bits: int, rows, pool: PoolC
     ``FIXED_PLACES_SHARE`` to the rows of all the layers' arenas at full depth. ``jax_programs``: the JAX
     engine runs it, whose programs compute each layer as ``vectorised`` says (chosen for JAX's platform);
     the native engine computes every layer alike, and its configurations have ``vectorised`` False."""
-    pool = pool.validate()
     arena_depth = max_depth if arena_depth is None else min(arena_depth, max_depth)
     contexts = 2**context_bits
     shapes, offset = [], 0

@@ -123,7 +123,7 @@ def _fresh_nets(xp, cfg: EngineConfig, normals: np.ndarray, offsets: np.ndarray,
     R, W, nets = cfg.pool.reservoir_size, cfg.pool.lanes, cfg.n_nets
     stored = 0 if initial_pool is None else len(initial_pool)
     if stored and (len(cfg.layers) != 1 or C != 1 or stored > k):
-        raise ValueError("initial_pool needs a one-layer, one-context engine and at most pool_size states")
+        raise ValueError("initial_pool needs a one-layer, one-context engine and at most the pool's size in states")
 
     def full(shape: tuple, value, dtype):
         return xp.full((nets,) + shape, value, dtype)
