@@ -15,11 +15,12 @@ hyper-parameters only; the state (``state_``) is created on the first example.
 >>> bool(np.mean((p[100:] > 0.5) == y[100:]) > 0.8)
 True
 
-The modules: ``base`` (what both learners share, and ``save``), ``inputs`` (checks of features and
-labels), ``gln`` (``GLN``), ``engine_learner`` (what the learners run by the NCTL engine share), ``nctl_learner``
-(``NCTL``), ``regressor`` (``GLNRegressor``, and what the regressors share), ``nctl_regressor``
-(``NCTLRegressor``), ``presets`` (the paper's and the tabular settings), ``saving`` (``load``, and the save
-formats it reads), ``xla_calls`` (the GLNs' calls on the JAX engine, imported where a learner runs on it).
+The modules: ``base`` (what every learner shares, and ``save``), ``classifier`` (the classifiers' front
+end: labels in, probabilities out), ``inputs`` (checks of features and labels), ``gln`` (``GLN``),
+``engine_learner`` (what the learners run by the NCTL engine share), ``nctl_learner`` (``NCTL``),
+``regressor`` (``GLNRegressor``, and the regressors' front end), ``nctl_regressor`` (``NCTLRegressor``),
+``presets`` (the paper's and the tabular settings), ``saving`` (``load``, and the save formats it reads),
+``xla_calls`` (the GLNs' calls on the JAX engine, imported where a learner runs on it).
 Every public name is also here.
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
+from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from functools import wraps
 
@@ -15,7 +16,7 @@ import numpy as np
 from nctl import atomic, compilation, engines, interrupts, memory
 from nctl.core import engine, shape_only
 from nctl.deferred import jax, jnp
-from nctl.learners.inputs import SCALE_ROWS, check_features, check_labels, unscaled
+from nctl.learners.inputs import SCALE_ROWS, check_features, unscaled
 from nctl.native.state import host_arrays, leaves
 from nctl.pool import Pool
 
@@ -41,12 +42,16 @@ def _first_call_noticed(method):
     return run
 
 
-class OnlineLearner:
-    """Shared plumbing: input checks, lazy initialisation, prediction outputs, copies, save."""
+class OnlineLearner(ABC):
+    """Shared plumbing: input checks, lazy initialisation, the rows ``learn_one`` keeps back, copies, save.
+
+    A learner is this, its front end mixed in before it (``Classifier`` or ``Regressor``: what its targets
+    and outputs are) and its model's calls (the abstract methods below; ``EngineLearner`` for the NCTL
+    engine's learners)."""
 
     n_classes: int
     seed: int
-    _target_kind = "label"  # what each y is, in error messages (a regressor's are real targets)
+    _target_kind: str  # what each y is, in error messages (the front end's)
     _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
 
     def __post_init__(self) -> None:
@@ -58,15 +63,36 @@ class OnlineLearner:
         self._first_rows: list | None = []  # the first rows learned, up to SCALE_ROWS; None once judged
         self.engine_: str | None = None  # the engine that runs the state (nctl.engines), chosen with it
 
-    # -- subclass hooks: _fresh_state(n_features, xp) (pure; xp: numpy, or nctl.core.shape_only for the shapes
-    # alone), _learn(X, y, stop) -> probs [done, classes] of the rows learned, all of them unless a Ctrl-C
-    # was noted in ``stop`` (interrupts.held), where it ends after a block of rows with the state whole;
-    # _predict(X) -> [n, classes]; _checked_targets(y) -> y
-    # checked (labels by default), with _outputs what a regressor changes; _init_state may also set
-    # host-side bookkeeping; _learn_then_predict(X, y, x, stop) -> (rows learned, the prediction [classes]
-    # of x after learning them), when one call can do both;
-    # _shape_meta() -> what a save needs beyond the parameters to rebuild the state's shapes, which
-    # restore_template(n_features, shapes, xp) reads back
+    # -- the front end's: the targets checked, the model's outputs as the learner gives them
+
+    @abstractmethod
+    def _checked_targets(self, y) -> np.ndarray:
+        """``y`` [n] (or one target) checked, as the model learns them."""
+
+    @abstractmethod
+    def _outputs(self, raw: np.ndarray) -> np.ndarray:
+        """The model's predictions [n, networks] as the learner gives them."""
+
+    # -- the model's: its state and the calls that learn and predict on it
+
+    @abstractmethod
+    def _fresh_state(self, n_features: int, xp=np):
+        """A fresh state for ``n_features`` inputs (pure; ``xp``: numpy, or ``nctl.core.shape_only`` for its
+        shapes alone)."""
+
+    @abstractmethod
+    def _learn(self, X, y, stop) -> np.ndarray:
+        """Learn the rows in order, all of them unless a Ctrl-C was noted in ``stop`` (``interrupts.held``),
+        where it ends after a block of rows with the state whole; the predictions [done, networks] of the
+        rows learned, each before it was learned."""
+
+    @abstractmethod
+    def _predict(self, X) -> np.ndarray:
+        """The predictions [n, networks] of the rows ``X``; the state does not change."""
+
+    @abstractmethod
+    def restore_template(self, n_features: int, shapes: dict, xp=np):
+        """The state a save with ``n_features`` inputs and ``shapes`` (``_shape_meta``) holds, made by ``xp``."""
 
     @property
     def state_(self):
@@ -103,14 +129,13 @@ class OnlineLearner:
                 "learn_one wait to be learned")
 
     def _learn_then_predict(self, X, y, x, stop):
+        """(rows of ``X, y`` learned, the prediction [networks] of ``x`` after them); a model that can do
+        both in one call does (the JAX engine's NCTL)."""
         done = len(self._learn(X, y, stop))
         return done, self._predict(x[None])[0]
 
-    def _checked_targets(self, y) -> np.ndarray:
-        """``y`` as labels (``check_labels``): int32 class indices."""
-        return check_labels(y, self.n_classes)
-
     def _init_state(self, n_features: int):
+        """The first state, for ``n_features`` inputs; a model may also set what it keeps beside it."""
         return self._fresh_state(n_features)
 
     def state_bytes(self, n_features: int) -> int:
@@ -161,13 +186,6 @@ class OnlineLearner:
             self.state_ = host_arrays(state, copy=not handed_over)  # a JAX array whose allocation failed raises here
         else:
             self.state_ = committed(state if handed_over else jax.tree.map(jnp.copy, state))
-
-    def _outputs(self, probs: np.ndarray) -> np.ndarray:
-        """Binary: P(y = 1) [n]; one-vs-all: the class outputs normalised to sum to one [n, K]."""
-        probs = np.asarray(probs, np.float64)
-        if self.n_classes == 2:
-            return probs[:, 0]
-        return probs / probs.sum(axis=1, keepdims=True)
 
     def learn_one(self, x, y) -> None:
         """Learn one example. The row is checked now; the native engine learns it now, and JAX at the latest
@@ -244,18 +262,6 @@ class OnlineLearner:
         """Bytes of the state the first example creates."""
         return self.state_bytes(n_features)
 
-    def predict_proba_one(self, x):
-        """P(y = 1 | x) (binary) or the class probabilities [K]; the learner does not change."""
-        p = self._row_prediction(x)
-        if self.n_classes == 2:  # the one network's output, as _outputs gives it, without its arrays
-            return float(p[0])
-        return self._outputs(p[None])[0]
-
-    def predict_proba_many(self, X) -> np.ndarray:
-        """Predictions for the rows of ``X`` [n, d], each as ``predict_proba_one`` would give it (P(y = 1)
-        [n], or class probabilities [n, K]); the learner does not change."""
-        return self._predict_rows(X)
-
     def _predict_row(self, x):
         """The outputs (``_outputs``) for one row ``x`` (``_row_prediction``)."""
         return self._outputs(self._row_prediction(x)[None])[0]
@@ -294,11 +300,6 @@ class OnlineLearner:
         if len(X):
             self.allocate(X.shape[1])
         return X
-
-    def predict_one(self, x) -> int:
-        """The most probable label of ``x``: 0/1, or a class index; the learner does not change."""
-        p = self.predict_proba_one(x)
-        return int(p > 0.5) if self.n_classes == 2 else int(np.argmax(p))
 
     @contextmanager
     def fork(self, X, y):
@@ -367,6 +368,7 @@ class OnlineLearner:
         atomic.write_atomic(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
 
     def _shape_meta(self) -> dict:
+        """What a save needs beyond the parameters to rebuild the state's shapes (``restore_template``)."""
         return {}
 
 

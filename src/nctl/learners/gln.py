@@ -11,6 +11,7 @@ from nctl import engines
 from nctl.core import gln, mixing
 from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
+from nctl.learners.classifier import Classifier
 from nctl.learners.presets import GLN_TABULAR
 from nctl.native.gln import GLNCalls
 from nctl.params import GLN_RULES, check_fields
@@ -24,7 +25,7 @@ def _positive_labels(n_classes: int) -> np.ndarray:
 
 
 @dataclass(eq=False)
-class GLN(OnlineLearner):
+class GLN(Classifier, OnlineLearner):
     """A Gated Linear Network ([algorithm §2](algorithm.md#2-the-gated-linear-network)): GGM neurons with
     half-space gating, each trained online on its own log loss.
 

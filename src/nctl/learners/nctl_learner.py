@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from nctl.core import gln, mixing, tree
 from nctl.core.rows import GGMRows
 from nctl.learners.base import OnlineLearner
+from nctl.learners.classifier import Classifier
 from nctl.learners.engine_learner import EngineLearner
 from nctl.learners.presets import PAPER_NETWORKS, PAPER_POOL, TABULAR
 from nctl.params import GLN_RULES, TREE_RULES, check_fields
@@ -16,7 +17,7 @@ from nctl.pool import Pool, check_pool, pool_keywords
 
 @pool_keywords
 @dataclass(eq=False)
-class NCTL(EngineLearner, OnlineLearner):
+class NCTL(Classifier, EngineLearner, OnlineLearner):
     """Neural Combinatorial Transfer Learning ([algorithm §5](algorithm.md#5-nctl)): a GLN whose every
     neuron is a Forget-Me-Not process over its GGM, mixing remembered solutions over segmentations of time.
 

@@ -92,16 +92,6 @@ class Regressor:
     n_classes = 1  # one network (for the plumbing that counts networks); not a parameter
     _target_kind = "target"
 
-    @property
-    def predict_proba_one(self):
-        raise AttributeError(f"{type(self).__name__} predicts real values: use predict_one, or "
-                             "predict_distribution_many")
-
-    @property
-    def predict_proba_many(self):
-        raise AttributeError(f"{type(self).__name__} predicts real values: use predict_many, or "
-                             "predict_distribution_many")
-
     def predict_one(self, x) -> float:
         """The predicted mean of the target of ``x``, with every row given so far learned; the learner
         does not change."""
