@@ -24,13 +24,14 @@ end: labels in, probabilities out), ``inputs`` (checks of features and labels), 
 Every public name is also here.
 """
 
-from nctl.learners.base import FORKED_LEARNS, PENDING_ROWS, SAVE_FORMAT, OnlineLearner
+from nctl.learners.base import FORKED_LEARNS, SAVE_FORMAT, OnlineLearner
 from nctl.learners.gln import GLN, GLN_CHUNK
 from nctl.learners.engine_learner import DEFAULT_MAX_DEPTH, EngineLearner
 from nctl.learners.nctl_learner import NCTL
 from nctl.learners.presets import GLN_TABULAR, PAPER_NETWORKS, PAPER_POOL, SPLIT_GRID, TABULAR
 from nctl.learners.nctl_regressor import NCTLRegressor
 from nctl.learners.regressor import GLNRegressor, Regressor
+from nctl.learners.row_buffer import PENDING_ROWS, RowBuffer
 from nctl.learners.saving import NPZ_MAGIC, READABLE_FORMATS, UNREADABLE_SAVE, load
 
 __all__ = ["DEFAULT_MAX_DEPTH", "EngineLearner", "FORKED_LEARNS", "GLN", "GLN_CHUNK", "GLN_TABULAR", "GLNRegressor",

@@ -14,14 +14,14 @@ from functools import wraps
 import numpy as np
 
 from nctl import atomic, compilation, engines, interrupts, memory
-from nctl.core import engine, shape_only
+from nctl.core import shape_only
 from nctl.deferred import jax, jnp
 from nctl.learners.inputs import SCALE_ROWS, check_features, unscaled
+from nctl.learners.row_buffer import RowBuffer
 from nctl.native.state import host_arrays, leaves
 from nctl.pool import Pool
 
 FORKED_LEARNS = "a learner inside fork() only predicts; learn after the with block"
-PENDING_ROWS = engine.LEARN_BLOCK  # learn_one keeps back at most this many rows (one compiled call's worth)
 SAVE_FORMAT = 8  # version of the save file layout (3: the v2 NCTL engine; 4: its blocks [A, W, width];
 # 5: PTW weights per split probability [S, A, N]; 6: each record's contexts; 7: layers with fixed blocks;
 # 8: the pool's settings as one object of the parameters)
@@ -56,7 +56,7 @@ class OnlineLearner(ABC):
 
     def __post_init__(self) -> None:
         self._state = None
-        self._pending: list = []  # (x [d] float32, y) given to learn_one and not run yet
+        self._waiting = RowBuffer()  # the rows learn_one keeps back (the JAX engine's)
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned, pending ones included
         self._forked = False  # inside ``fork``: the learner reads, and learns nothing
@@ -97,8 +97,8 @@ class OnlineLearner(ABC):
     @property
     def state_(self):
         """The state (None before the first example), with every example given so far learned."""
-        if self._pending:
-            self._run_pending()
+        if self._waiting:
+            self._learn_waiting()
         return self._state
 
     @state_.setter
@@ -106,27 +106,10 @@ class OnlineLearner(ABC):
         self._state = state
 
     @_first_call_noticed
-    def _run_pending(self) -> None:
-        """Learn the rows ``learn_one`` kept back (it keeps up to ``PENDING_ROWS`` and runs them in one
-        call, or together with the next prediction: ``predict_proba_one``; docs/algorithm.md §6.9)."""
-        if self._pending:
-            with interrupts.held() as stop:
-                X, y = self._pending_batch()
-                self._keep_unlearned(X, y, len(self._learn(X, y, stop)))
-            interrupts.raise_if_asked(stop, self._pending_interrupted())
-
-    def _pending_batch(self):
-        X, y = np.array([x for x, _ in self._pending]), np.stack([target for _, target in self._pending])
-        self._pending = []
-        return X, y
-
-    def _keep_unlearned(self, X, y, done: int) -> None:
-        """The rows of the pending batch ``X, y`` after the first ``done`` go back to wait, in order."""
-        self._pending = list(zip(X[done:], y[done:])) + self._pending
-
-    def _pending_interrupted(self) -> str:
-        return (f"interrupted: {type(self).__name__} is whole and usable; {len(self._pending)} rows given to "
-                "learn_one wait to be learned")
+    def _learn_waiting(self) -> None:
+        """Learn the rows ``learn_one`` kept back (``RowBuffer``), in one call."""
+        if self._waiting:
+            self._waiting.learned_by(lambda X, y, stop: (len(self._learn(X, y, stop)), None), type(self).__name__)
 
     def _learn_then_predict(self, X, y, x, stop):
         """(rows of ``X, y`` learned, the prediction [networks] of ``x`` after them); a model that can do
@@ -190,7 +173,8 @@ class OnlineLearner(ABC):
     def learn_one(self, x, y) -> None:
         """Learn one example. The row is checked now; the native engine learns it now, and JAX at the latest
         when anything reads the learner: by the next ``predict_proba_one`` in the same compiled call (the
-        river path's one call per example), else with the rows after it, ``PENDING_ROWS`` per call."""
+        river path's one call per example), else with the rows after it, ``PENDING_ROWS`` per call
+        (``RowBuffer``)."""
         y = np.asarray(y)
         if y.ndim != 0:
             raise ValueError(f"y must be a single {self._target_kind}, got shape {y.shape}")
@@ -212,10 +196,9 @@ class OnlineLearner(ABC):
             if stop.asked:  # (the message is made only then: it costs a native row a tenth of a microsecond)
                 raise interrupts.Interrupted(f"interrupted: {type(self).__name__} learned the row and is whole")
             return
-        self._pending.append((x, target))
         self.t_ += 1
-        if len(self._pending) >= PENDING_ROWS:
-            self._run_pending()
+        if self._waiting.add(x, target):
+            self._learn_waiting()
 
     @_first_call_noticed
     def learn_many(self, X, y) -> np.ndarray:
@@ -224,7 +207,7 @@ class OnlineLearner(ABC):
         X, y = self._checked_batch(X, y)
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
-        self._run_pending()
+        self._learn_waiting()
         with interrupts.held() as stop:
             probs = self._learn(X, y, stop)
             self.t_ += len(probs)
@@ -273,13 +256,9 @@ class OnlineLearner(ABC):
         x = check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
-        if self._pending:
-            with interrupts.held() as stop:
-                X, y = self._pending_batch()
-                done, p = self._learn_then_predict(X, y, x, stop)
-                self._keep_unlearned(X, y, done)
-            interrupts.raise_if_asked(stop, self._pending_interrupted())
-            return p
+        if self._waiting:
+            return self._waiting.learned_by(lambda X, y, stop: self._learn_then_predict(X, y, x, stop),
+                                            type(self).__name__)
         if self._state is None:
             self.allocate(x.shape[0])
         return self._predict(x[None])[0]

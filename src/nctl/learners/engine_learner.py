@@ -63,7 +63,7 @@ class EngineLearner:
     @property
     def cfg_(self) -> engine.EngineConfig:
         """The engine configuration of ``state_`` (it changes when the state grows)."""
-        self._run_pending()
+        self._learn_waiting()
         return self._cfg
 
     @cfg_.setter
@@ -151,7 +151,7 @@ class EngineLearner:
         function of the engine state and configuration (``nctl.core.engine``), e.g.
         ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
-        self._run_pending()
+        self._learn_waiting()
         with interrupts.held() as stop:
             probs, observations = self._run(X, y, observe, stop)
             self.t_ += len(probs)
@@ -193,7 +193,7 @@ class EngineLearner:
         take more than ``POOL_COPY_SHARE`` of the free memory. On the native engine the learner learns the
         rows too, and is put back from a copy of its arrays taken first (no journal yet)."""
         X, y = self._checked_batch(X, y)
-        self._run_pending()
+        self._learn_waiting()
         native = self.engine_ == engines.NATIVE
         if native:
             kept = host_arrays(self._state) if len(X) else None

@@ -92,10 +92,10 @@ class NCTLRegressor(Regressor, EngineLearner, OnlineLearner):
         done, q = super()._learn_then_predict(X, scaled, x, stop)
         self.targets_ = standardised(self.targets_, y[:done])[3]
         means, variances = self._in_target_units(q[None])
-        return done, means[0], variances[0]
+        return done, (means[0], variances[0])
 
     def _learn_then_predict(self, X, y, x, stop):
-        done, mean, _ = self._learn_then_distribution(X, y, x, stop)
+        done, (mean, _) = self._learn_then_distribution(X, y, x, stop)
         return done, np.array([mean])
 
     def _predict(self, X):

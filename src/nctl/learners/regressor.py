@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nctl import engines, interrupts
+from nctl import engines
 from nctl.core import gln
 from nctl.core.gaussian import GaussianRows
 from nctl.deferred import jax, jnp
@@ -116,12 +116,9 @@ class Regressor:
         x = check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
-        if self._pending:
-            with interrupts.held() as stop:
-                X, y = self._pending_batch()
-                done, mean, variance = self._learn_then_distribution(X, y, x, stop)
-                self._keep_unlearned(X, y, done)
-            interrupts.raise_if_asked(stop, self._pending_interrupted())
+        if self._waiting:
+            mean, variance = self._waiting.learned_by(
+                lambda X, y, stop: self._learn_then_distribution(X, y, x, stop), type(self).__name__)
         else:
             means, variances = self.predict_distribution_many(x[None])
             mean, variance = means[0], variances[0]
@@ -129,10 +126,10 @@ class Regressor:
 
     def _learn_then_distribution(self, X, y, x, stop):
         """Learn the rows ``X, y`` (all unless ``stop`` ends it early), then the predictive (mean, variance)
-        of ``x``; returns ``(rows learned, mean, variance)``."""
+        of ``x``; returns ``(rows learned, (mean, variance))``."""
         done = len(self._learn(X, y, stop))
         means, variances = self._distribution(x[None])
-        return done, means[0], variances[0]
+        return done, (means[0], variances[0])
 
     def _checked_targets(self, y) -> np.ndarray:
         return check_targets(y)
