@@ -454,6 +454,7 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
     (a small layer) or predicts each pool entry once (a large one, §6.2)."""
     import nctl
     import nctl.core.engine
+    import nctl.core.engine.layer
 
     if not lanes:
         monkeypatch.setattr(nctl.core.engine.layer, "LANE_PREDICTION_BYTES", 0)
@@ -469,6 +470,7 @@ def test_the_river_path_predicts_each_next_row_as_learning_does(lanes, monkeypat
         got.append(one.predict_proba_one(x))
         one.learn_one(x, label)
     np.testing.assert_array_equal(np.array(got), want)
+    one.flush()  # the last row waits to be learned with the next prediction
     for a, b in zip(jax.tree.leaves(one.state_), jax.tree.leaves(batch.state_)):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     predict = jax.jit(lambda state, z: nctl.core.engine.compiled.predict_row(state, z, one.cfg_))

@@ -56,6 +56,7 @@ def next_segment_posterior(learner, layer: int = 0) -> tuple[np.ndarray, np.ndar
     the next step, one entry per live slot, oldest first; mean over the neurons of ``layer`` (0: the first
     layer, -1: the output neuron). The learner's state is prepared for that step
     ([algorithm §6.1](algorithm.md#61-state-by-lifetime))."""
+    learner.flush()
     if learner.state_ is None:
         raise ValueError("the learner has not seen any example yet")
     start, mass = _posterior(learner.state_, learner.cfg_)

@@ -33,6 +33,7 @@ class PoolHistory(NamedTuple):
 
 
 def _snapshot(learner, klass: int):
+    learner.flush()
     net, layers = learner.state_.nets, learner.cfg_.layers
     part = lambda a, axis: [np.take(np.asarray(a[klass]), range(s.offset, s.offset + s.neurons), axis=axis)
                             for s in layers]

@@ -50,6 +50,7 @@ def _map_members(state: engine.State, cfg: engine.EngineConfig, klass: int):
 
 
 def _checked(learner):
+    learner.flush()
     if learner.state_ is None:
         raise ValueError("the learner has not seen any example yet")
     return learner.state_, learner.cfg_

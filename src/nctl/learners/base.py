@@ -55,7 +55,7 @@ class OnlineLearner(ABC):
     _memory_remedy = "lower context_bits or layer_sizes, or give the process more memory"  # when a state does not fit
 
     def __post_init__(self) -> None:
-        self._state = None
+        self.state_ = None  # the state of the rows learned so far (``flush``); None before the first
         self._waiting = RowBuffer()  # the rows learn_one keeps back (the JAX engine's)
         self.n_features_: int | None = None
         self.t_ = 0  # examples learned, pending ones included
@@ -94,20 +94,11 @@ class OnlineLearner(ABC):
     def restore_template(self, n_features: int, shapes: dict, xp=np):
         """The state a save with ``n_features`` inputs and ``shapes`` (``_shape_meta``) holds, made by ``xp``."""
 
-    @property
-    def state_(self):
-        """The state (None before the first example), with every example given so far learned."""
-        if self._waiting:
-            self._learn_waiting()
-        return self._state
-
-    @state_.setter
-    def state_(self, state) -> None:
-        self._state = state
-
     @_first_call_noticed
-    def _learn_waiting(self) -> None:
-        """Learn the rows ``learn_one`` kept back (``RowBuffer``), in one call."""
+    def flush(self) -> None:
+        """Learn the rows ``learn_one`` kept back, in one call: on the JAX engine it keeps up to
+        ``PENDING_ROWS`` (``RowBuffer``) to learn them with the next prediction; ``state_`` then holds every
+        row given so far. The native engine learns each row at once: nothing to do."""
         if self._waiting:
             self._waiting.learned_by(lambda X, y, stop: (len(self._learn(X, y, stop)), None), type(self).__name__)
 
@@ -133,7 +124,7 @@ class OnlineLearner(ABC):
     def allocate(self, n_features: int) -> None:
         """Create the state for ``n_features`` inputs unless there is one; MemoryError, with the learner
         unchanged, when it does not fit (checked first, and where its allocation fails)."""
-        if self._state is None:
+        if self.state_ is None:
             self.choose_engine(n_features)
             if self.engine_ == engines.JAX:
                 compilation.default_cache()  # on in the first learner of a process (nctl.compilation)
@@ -183,7 +174,7 @@ class OnlineLearner(ABC):
         x = check_features(x, self.n_features_)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D feature vector, got shape {x.shape}")
-        if self._state is None:  # the first example creates the state now (and checks that it fits)
+        if self.state_ is None:  # the first example creates the state now (and checks that it fits)
             self.learn_many(x[None], y[None])
             return
         if self._first_rows is not None:  # (checked here: a call costs a native row a tenth of its time)
@@ -198,7 +189,7 @@ class OnlineLearner(ABC):
             return
         self.t_ += 1
         if self._waiting.add(x, target):
-            self._learn_waiting()
+            self.flush()
 
     @_first_call_noticed
     def learn_many(self, X, y) -> np.ndarray:
@@ -207,7 +198,7 @@ class OnlineLearner(ABC):
         X, y = self._checked_batch(X, y)
         if not len(X):
             return self._outputs(np.zeros((0, self.n_classes)))
-        self._learn_waiting()
+        self.flush()
         with interrupts.held() as stop:
             probs = self._learn(X, y, stop)
             self.t_ += len(probs)
@@ -259,7 +250,7 @@ class OnlineLearner(ABC):
         if self._waiting:
             return self._waiting.learned_by(lambda X, y, stop: self._learn_then_predict(X, y, x, stop),
                                             type(self).__name__)
-        if self._state is None:
+        if self.state_ is None:
             self.allocate(x.shape[0])
         return self._predict(x[None])[0]
 
@@ -272,10 +263,12 @@ class OnlineLearner(ABC):
         return self._outputs(self._predict(X))
 
     def _checked_rows(self, X) -> np.ndarray:
-        """Validated rows ``X`` [n, d] float32 to predict; creates the state (unlearned) when there is none."""
+        """Validated rows ``X`` [n, d] float32 to predict, with the rows ``learn_one`` kept back learned
+        (``flush``); creates the state (unlearned) when there is none."""
         X = check_features(X, self.n_features_, "X")
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-D array [n, features], got shape {X.shape}")
+        self.flush()
         if len(X):
             self.allocate(X.shape[1])
         return X
@@ -292,6 +285,7 @@ class OnlineLearner(ABC):
 
     def copy(self):
         """An independent snapshot: learning on it never changes this learner."""
+        self.flush()
         twin = type(self)(**self.params())
         if self.state_ is not None:
             twin.engine_ = self.engine_
@@ -329,8 +323,8 @@ class OnlineLearner(ABC):
         """Unpickling: the native engine's state arrays become its own writable host arrays again (a
         pickle may give read-only ones, say memory-mapped)."""
         self.__dict__.update(state)
-        if self.__dict__.get("engine_") == engines.NATIVE and self._state is not None:
-            self._state = host_arrays(self._state)
+        if self.__dict__.get("engine_") == engines.NATIVE and self.state_ is not None:
+            self.state_ = host_arrays(self.state_)
 
     def params(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -338,6 +332,7 @@ class OnlineLearner(ABC):
     def save(self, path) -> None:
         """Write the hyper-parameters (JSON) and the state arrays (npz) to ``path`` (a .npz file); an
         existing file there is replaced only once the new one is complete."""
+        self.flush()
         if self.state_ is None:
             raise ValueError("nothing to save: the learner has not seen any example yet")
         arrays = leaves(self.state_ if self.engine_ == engines.NATIVE else jax.device_get(self.state_))

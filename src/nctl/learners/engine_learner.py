@@ -28,6 +28,7 @@ class EngineLearner:
     of its neurons."""
 
     _memory_remedy = "lower context_bits, layer_sizes or the pool's size, or give the process more memory"
+    cfg_ = None  # the engine configuration of ``state_`` (it changes as the state grows); None before it
     _reserved_steps = 0  # a growing tree's arenas hold at least this many steps (``reserve``)
     _pool_file = None  # (a fork's pool copy in a temporary file, weak references to the pool rows it copies)
 
@@ -59,16 +60,6 @@ class EngineLearner:
                              for n, fan_in in zip(self.layer_sizes, gln.fan_ins(n_features, self.layer_sizes)))
         return native_nctl.supports(len(self.layer_sizes), len(tree.split_grid(self.split_prob)),
                                     self.pool.trained_members is not None, weights)
-
-    @property
-    def cfg_(self) -> engine.EngineConfig:
-        """The engine configuration of ``state_`` (it changes when the state grows)."""
-        self._learn_waiting()
-        return self._cfg
-
-    @cfg_.setter
-    def cfg_(self, cfg: engine.EngineConfig) -> None:
-        self._cfg = cfg
 
     def _first_state_bytes(self, n_features: int) -> int:
         return self.state_bytes(n_features, n_steps=self._reserved_steps)  # a growing tree's arenas grow later
@@ -124,6 +115,7 @@ class EngineLearner:
             raise RuntimeError("reserve inside fork(): a fork gives the state back as it was; reserve after the "
                                "with block")
         wanted = max(self._reserved_steps, int(n_steps))
+        self.flush()
         if self.state_ is not None and self.depth is None:
             grown = engine.lean_arena_depth(self.cfg_, wanted)
             if grown > self.cfg_.arena_depth:
@@ -151,7 +143,7 @@ class EngineLearner:
         function of the engine state and configuration (``nctl.core.engine``), e.g.
         ``nctl.inspect.boundaries.segment_posterior``."""
         X, y = self._checked_batch(X, y)
-        self._learn_waiting()
+        self.flush()
         with interrupts.held() as stop:
             probs, observations = self._run(X, y, observe, stop)
             self.t_ += len(probs)
@@ -164,11 +156,11 @@ class EngineLearner:
         ``nctl.native.nctl.learn`` and ``learn_observed``); returns the predictions and observations of the
         rows learned."""
         if self.engine_ == engines.NATIVE and observe is None:
-            self._state, self._cfg, probs = native_nctl.learn(self._native_calls, self._state, self._cfg, X, y, stop)
+            self.state_, self.cfg_, probs = native_nctl.learn(self._native_calls, self.state_, self.cfg_, X, y, stop)
             return probs, None
         if self.engine_ == engines.NATIVE:
-            self._state, self._cfg, probs, observations = native_nctl.learn_observed(
-                self._native_calls, self._state, self._cfg, X, y, observe, stop)
+            self.state_, self.cfg_, probs, observations = native_nctl.learn_observed(
+                self._native_calls, self.state_, self.cfg_, X, y, observe, stop)
             return probs, observations
         self.state_, self.cfg_, probs, observations = engine.learn(self.state_, self.cfg_, X, y, observe, stop)
         return probs, observations
@@ -193,18 +185,18 @@ class EngineLearner:
         take more than ``POOL_COPY_SHARE`` of the free memory. On the native engine the learner learns the
         rows too, and is put back from a copy of its arrays taken first (no journal yet)."""
         X, y = self._checked_batch(X, y)
-        self._learn_waiting()
+        self.flush()
         native = self.engine_ == engines.NATIVE
         if native:
-            kept = host_arrays(self._state) if len(X) else None
+            kept = host_arrays(self.state_) if len(X) else None
         else:
-            kept = engine.journal(self._state, self._cfg, X, on_disk=self._pool_copy_on_disk(),
+            kept = engine.journal(self.state_, self.cfg_, X, on_disk=self._pool_copy_on_disk(),
                                   pool=self._pool_file_of_state()) if len(X) else None
         if kept is None:
             with super().fork(X, y) as twin:
                 yield twin
             return
-        t, cfg = self.t_, self._cfg
+        t, cfg = self.t_, self.cfg_
         try:
             with interrupts.held() as stop:  # the journal undoes these rows, however many were learned
                 self._learn(X, y, stop)
@@ -214,9 +206,9 @@ class EngineLearner:
         finally:
             with interrupts.held():  # the undo hands the state over too; whatever interrupted was raised already
                 self._forked = False
-                self._state, self._cfg, self.t_ = kept if native else engine.undo(self._state, kept), cfg, t
+                self.state_, self.cfg_, self.t_ = kept if native else engine.undo(self.state_, kept), cfg, t
             if not native and kept.pool is not None and isinstance(kept.pool[0], np.memmap):  # for the next fork
-                self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self._state.nets.arena.pool_rows)
+                self._pool_file = kept.pool, tuple(weakref.ref(rows) for rows in self.state_.nets.arena.pool_rows)
 
     def _pool_file_of_state(self):
         """The pool copy in a file that an earlier fork took of the pool rows the state holds now, or
@@ -225,19 +217,19 @@ class EngineLearner:
         if self._pool_file is None:
             return None
         copy, refs = self._pool_file
-        if all(ref() is rows for ref, rows in zip(refs, self._state.nets.arena.pool_rows)):
+        if all(ref() is rows for ref, rows in zip(refs, self.state_.nets.arena.pool_rows)):
             return copy
         self._pool_file = None  # the file goes with its last map
         return None
 
     def _pool_copy_on_disk(self) -> bool:
         free = memory.available_host_memory()  # the copy is held on the host, also beside an accelerator
-        pool = sum(rows.nbytes for rows in self._state.nets.arena.pool_rows)
+        pool = sum(rows.nbytes for rows in self.state_.nets.arena.pool_rows)
         return free is not None and pool > POOL_COPY_SHARE * free
 
     def _predict(self, X):
         if self.engine_ == engines.NATIVE:
-            return self._native_calls(self._state, self._cfg).predict(X)
+            return self._native_calls(self.state_, self.cfg_).predict(X)
         return engine.predict(self.state_, self.cfg_, X)
 
     # -- looking inside
@@ -251,6 +243,7 @@ class EngineLearner:
 
     def pool_events(self) -> tuple:
         """Per class network, per layer: ``[N_i, 4]`` counts of refine, skip, add and evict (§4.5)."""
+        self.flush()
         if self.state_ is None:
             raise ValueError("the learner has not seen any example yet")
         events = np.asarray(self.state_.nets.pool.events)
