@@ -85,9 +85,10 @@ JAX_CASES = {  # id -> (learner settings, n_features, rows, engine sizes (max_de
                                               min_segment=2, eviction="spacing", split_prob=SPLIT_GRID,
                                               weight_init="uniform", reservoir_size=8), 2, 500,
                                          dict(fixed_blocks=(False, False))),
-    # the tree outgrows max_depth, the records their arena, the block arenas their depth: enlarged on the host
+    # the tree outgrows max_depth and the block arenas their depth twice, the records their arena once: enlarged on
+    # the host (each enlargement compiles the JAX engine's programs again, so no more of them than that)
     "enlarged-fifo": (dict(TINY, pool_size=3, min_segment=2, reservoir_size=6), 3, 300,
-                      dict(max_depth=5, record_rows=16, arena_depth=3, fixed_blocks=(False, False))),
+                      dict(max_depth=7, record_rows=32, arena_depth=5, fixed_blocks=(False, False))),
     "digest-4-3-1-3class": (dict(DIGEST_POOL, layer_sizes=(4, 3, 1), context_bits=2, n_classes=3, seed=11), 6, 300, {}),
     "digest-1-3class": (dict(DIGEST_POOL, layer_sizes=(1,), context_bits=2, n_classes=3, seed=3), 2, 300, {}),
     "digest-6-3-1-10class-784": (dict(DIGEST_POOL, layer_sizes=(6, 3, 1), context_bits=1, n_classes=10, seed=3), 784,
