@@ -13,16 +13,16 @@ import inspect
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from nctl.pool import Pool, accepts_pool_keywords
+from nctl.pool import Pool, accepts_pool_keywords, default_pool
 
 NO_DEFAULTS = MappingProxyType({})
 
 
-def default_pool(learner: type, defaults: Mapping) -> Pool | None:
+def adapter_pool(learner: type, defaults: Mapping) -> Pool | None:
     """The pool an adapter of ``learner`` with ``defaults`` stands for by ``pool=None``; None for a learner
     without a pool."""
-    fields = getattr(learner, "__dataclass_fields__", {})
-    return defaults.get("pool", fields["pool"].default) if "pool" in fields else None
+    pool = default_pool(learner)
+    return None if pool is None else defaults.get("pool", pool)
 
 
 def adapter_signature(learner: type, defaults: Mapping = NO_DEFAULTS, without: tuple = ()) -> inspect.Signature:
@@ -54,7 +54,7 @@ def adapter_init(learner: type, defaults: Mapping = NO_DEFAULTS, without: tuple 
             getattr(self, then)()
 
     __init__.__signature__ = signature
-    pool = default_pool(learner, defaults)
+    pool = adapter_pool(learner, defaults)
     if pool is None:
         return __init__
     return accepts_pool_keywords(__init__, pool)
@@ -62,6 +62,6 @@ def adapter_init(learner: type, defaults: Mapping = NO_DEFAULTS, without: tuple 
 
 def learner_params(learner: type, defaults: Mapping, params: dict) -> dict:
     """An adapter's parameters ``params`` as its learner takes them: ``pool=None`` is the adapter's pool."""
-    if params.get("pool", 0) is None:
-        return {**params, "pool": default_pool(learner, defaults)}
+    if "pool" in params and params["pool"] is None:
+        return {**params, "pool": adapter_pool(learner, defaults)}
     return params

@@ -108,8 +108,14 @@ def accepts_pool_keywords(init, default: Pool):
     return constructor
 
 
+def default_pool(learner: type) -> Pool | None:
+    """The default of a dataclass learner's ``pool`` field; None for a learner without a pool."""
+    field = getattr(learner, "__dataclass_fields__", {}).get("pool")
+    return None if field is None else field.default
+
+
 def pool_keywords(cls):
     """A dataclass learner whose constructor also takes the flat keywords (``accepts_pool_keywords``), set on
     its ``pool`` field's default."""
-    cls.__init__ = accepts_pool_keywords(cls.__init__, cls.__dataclass_fields__["pool"].default)
+    cls.__init__ = accepts_pool_keywords(cls.__init__, default_pool(cls))
     return cls

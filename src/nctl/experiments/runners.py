@@ -35,7 +35,7 @@ from nctl.experiments import configs
 from nctl.experiments.checkpoint import FileCheckpoint
 from nctl.experiments.configs import Experiment
 from nctl.learners import SPLIT_GRID
-from nctl.pool import with_pool
+from nctl.pool import default_pool, with_pool
 from nctl.streams.base import TaskStream
 from nctl.streams.regression import RegressionStream
 
@@ -82,7 +82,7 @@ def learner_factory(name: str, exp: Experiment, stream: TaskStream, seed: int) -
     network = dict(exp.network)
     if name in ("nctl", "nctl-grid"):  # nctl-grid: the split probability mixed over SPLIT_GRID (algorithm.md §3.6)
         depth = max(1, tree.depth_for(len(stream)))  # the tree covers the stream (§3.4)
-        params = {"depth": depth, **with_pool(exp.nctl, nctl.Pool())}
+        params = {"depth": depth, **with_pool(exp.nctl, default_pool(nctl.NCTL))}
         if name == "nctl-grid":
             params["split_prob"] = SPLIT_GRID
         return lambda: nctl.NCTL(**network, **params, n_classes=n_classes, seed=seed)
@@ -370,7 +370,7 @@ def regression_model(name: str, exp: Experiment, seed: int) -> tuple[Any, bool]:
     if name.startswith("river:"):
         return preprocessing.StandardScaler() | make_river_regressor(name.split(":", 1)[1], seed), False
     if name == "nctl":
-        regressor = nctl.river.NCTLRegressor(**exp.network, **with_pool(exp.nctl, nctl.learners.NCTLRegressor.pool),
+        regressor = nctl.river.NCTLRegressor(**exp.network, **with_pool(exp.nctl, default_pool(nctl.NCTLRegressor)),
                                              seed=seed)
         return preprocessing.StandardScaler() | regressor, True
     if name == "gln":

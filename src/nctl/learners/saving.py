@@ -22,7 +22,7 @@ from nctl.learners.nctl_learner import NCTL
 from nctl.learners.nctl_regressor import NCTLRegressor
 from nctl.learners.regressor import GLNRegressor
 from nctl.native.state import leaves, rebuilt
-from nctl.pool import with_pool
+from nctl.pool import default_pool, with_pool
 
 # the save formats load reads, per class
 READABLE_FORMATS = {"GLN": (2, 3, 4, 5, 6, 7, 8), "NCTL": (3, 4, 5, 6, 7, 8), "GLNRegressor": (7, 8),
@@ -72,8 +72,9 @@ def _restore(path):
                              "changed in format 3): train the learner again")
         _check_meta(meta, kind)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["params"].items()}
-        if "pool" in classes[kind].__dataclass_fields__:  # before format 8 the pool's settings were flat
-            params = with_pool(params, classes[kind].__dataclass_fields__["pool"].default)
+        pool = default_pool(classes[kind])
+        if pool is not None:  # before format 8 the pool's settings were flat parameters
+            params = with_pool(params, pool)
         learner = classes[meta["class"]](**params)
         learner.choose_engine(meta["n_features"])  # before the template: its configuration is the engine's
         # shapes only: a large state (gigabytes for NCTL with many contexts) is never built twice
